@@ -24,6 +24,7 @@ threshold never falls from one step to the next.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,13 @@ import numpy as np
 from fedhh.errors import ConfigError
 from fedhh.server.estimate import NullTail
 
-MAX_ITERATIONS = 10_000
+# The loop's bounds. With eta at most ETA_MAX and gamma at least the smallest normal float, E
+# falls below gamma / |D| for any domain within MAX_ITERATIONS steps: from 1 to ~5e-322 (where
+# a step of 0.99 no longer lowers a subnormal E) takes ~73,500. Before, any eta below 1 and
+# gamma above 0 were taken, and eta 0.9999999999999999 stopped a round with "PruneHH did not
+# converge" after 10,000 steps, once its report was in.
+MAX_ITERATIONS = 100_000
+ETA_MAX = 0.99
 
 
 @dataclass(frozen=True)
@@ -45,12 +52,14 @@ class PruneResult:
 
 
 def validate_prune_parameters(fp_ratio: float, tau0: float, eta: float) -> None:
-    if not fp_ratio > 0:
-        raise ConfigError(f"fp_ratio (gamma) must be > 0, got {fp_ratio}")
+    if not fp_ratio >= sys.float_info.min:
+        raise ConfigError(f"fp_ratio (gamma) must be at least {sys.float_info.min:.4g} (the "
+                          f"smallest normal float), got {fp_ratio}")
     if not tau0 >= 0:
         raise ConfigError(f"tau0 must be >= 0, got {tau0}")
-    if not 0 < eta < 1:
-        raise ConfigError(f"eta must be in (0, 1), got {eta}")
+    if not 0 < eta <= ETA_MAX:
+        raise ConfigError(f"eta must be in (0, {ETA_MAX:g}] (PruneHH multiplies E by it until "
+                          f"few enough false positives are expected), got {eta}")
 
 
 def prune_hh(

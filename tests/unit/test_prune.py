@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from scipy import stats
 
+from fedhh.config import RunConfig
 from fedhh.errors import ConfigError
 from fedhh.server import prune_hh
 from fedhh.server.estimate import GaussianTail
+from fedhh.server.prune import ETA_MAX, MAX_ITERATIONS
 
 
 def planted(domain: int, signal: dict[int, float], seed: int = 0) -> np.ndarray:
@@ -68,3 +72,29 @@ def test_fp_ratio_relative_to_discoveries() -> None:
     TreeConfig(rounds=4, fp_ratio=1.0, fp_ratio_of="discoveries").validate(60)
     with pytest.raises(Error, match="fp_ratio_of"):
         TreeConfig(rounds=4, fp_ratio_of="everything").validate(60)
+
+
+def test_an_eta_too_close_to_one_is_refused_before_any_round() -> None:
+    """Before, eta 0.9999999999999999 was taken, and the first round's PruneHH stopped the run
+    with RuntimeError "PruneHH did not converge" after 10,000 steps."""
+    with pytest.raises(ConfigError, match=r"^eta must be in \(0, 0.99\] .*got 0.9999999999999999$"):
+        prune_hh(planted(1_000, {0: 8.0}), GaussianTail(1.0), 0.5, eta=0.9999999999999999)
+    with pytest.raises(ConfigError, match=r"^eta must be in \(0, 0.99\]"):
+        RunConfig(eta=0.9999999999999999).validate()
+    with pytest.raises(ConfigError, match=r"^fp_ratio \(gamma\) must be at least 2.225e-308"):
+        RunConfig(fp_ratio=1e-310, fp_ratio_finished=None, completion_rounds=0).validate()
+
+
+def test_the_loop_ends_at_its_bounds() -> None:
+    """The slowest descent allowed: E from 1 by steps of eta 0.99 (rounded as the loop rounds
+    them) below the smallest gamma over a 2^30-element domain, into the subnormal floats,
+    within MAX_ITERATIONS (the loop's arithmetic alone: each step of prune_hh runs the tail's
+    inverse, 12 s for the whole descent)."""
+    e, steps, size = 1.0, 0, 1 << 30
+    while sys.float_info.min * 1 < e * size:
+        e *= ETA_MAX
+        steps += 1
+        assert steps < MAX_ITERATIONS
+    assert steps > 70_000  # (a bound that is not loose by an order)
+    result = prune_hh(np.array([1e300]), GaussianTail(1.0), 1e-3, eta=ETA_MAX)
+    assert result.kept.tolist() == [0] and result.iterations > 0
