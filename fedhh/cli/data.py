@@ -1,6 +1,6 @@
 """`fedhh data`: generate, import, inspect and describe datasets; write the warm-start list.
 
-    fedhh data describe
+    fedhh data describe [NAME]
     fedhh data generate NAME [--users N] [--seed S] [--out DIR] [--workers W] [--force]
     fedhh data import PATH [--format {text,jsonl,leaf}] --out DIR [--lowercase] [--name NAME]
     fedhh data inspect PATH_OR_NAME [--top K] [--json]
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,9 @@ def register(subparsers: Any) -> None:
                                     parser_class=type(parser))
 
     describe = actions.add_parser("describe", help="list the built-in datasets and provenance")
+    describe.add_argument("name", nargs="?", default=None,
+                          help="describe only this built-in dataset (a folder or file: "
+                               "fedhh data inspect PATH)")
     describe.add_argument("--cache-dir", type=Path, default=None,
                           help="cache folder (default: $FEDHH_CACHE or ./cache)")
     describe.set_defaults(handler=_describe)
@@ -109,13 +113,20 @@ def _describe(args: argparse.Namespace) -> int:
     from fedhh.data.registry import DEFAULT_DATASET, describe_datasets
     from fedhh.data.wordlists import WARM_START_SOURCE
 
-    for row in describe_datasets(args.cache_dir):
+    try:
+        rows = describe_datasets(args.cache_dir, args.name)
+    except DatasetError as error:
+        # (a path or an imported dataset's name is what inspect reads, not describe)
+        raise DatasetError(f"{error} (fedhh data inspect {shlex.quote(args.name)} describes a "
+                           "dataset folder or file)") from None
+    for row in rows:
         default = " (default)" if row["name"] == DEFAULT_DATASET else ""
         state = "cached" if row["cached"] else "not built yet"
         print(f"{row['name']}{default}: {row['summary']}")
         print(f"    cache: {row['cache']} ({state})")
         print(f"    provenance: {row['provenance']}")
-    print(f"warm-start list (fedhh data warm-start): {WARM_START_SOURCE}")
+    if args.name is None:
+        print(f"warm-start list (fedhh data warm-start): {WARM_START_SOURCE}")
     return 0
 
 

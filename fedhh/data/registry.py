@@ -208,8 +208,7 @@ def builtin_path(
 ) -> Path:
     """The directory of a built-in dataset, building it first if it is not cached (or ``force``)."""
     if name not in BUILTINS:
-        raise DatasetError(f"unknown dataset {name!r}; built-in datasets: "
-                           f"{', '.join(BUILTINS)}{_did_you_mean(name)}")
+        raise DatasetError(_unknown_builtin(name))
     spec = BUILTINS[name]
     if not spec.synthetic and (num_users is not None or seed != 0):
         raise ValueError(f"{name} has a fixed size and no seed")
@@ -265,6 +264,11 @@ def import_path(
             convert = {"leaf": import_leaf, "jsonl": import_jsonl}.get(kind, import_text)
             convert(source, target, lowercase=lowercase, progress=progress, require_items=True)
     return target
+
+
+def _unknown_builtin(name: str) -> str:
+    return (f"unknown dataset {name!r}; built-in datasets: {', '.join(BUILTINS)}"
+            f"{_did_you_mean(name)}")
 
 
 def _did_you_mean(name: str) -> str:
@@ -356,10 +360,14 @@ def resolve_dataset(
     return load_dataset(path, progress=progress)
 
 
-def describe_datasets(cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """The built-in datasets: name, summary, provenance, default size, cache location."""
+def describe_datasets(cache_dir: str | os.PathLike[str] | None = None,
+                      only: str | None = None) -> list[dict[str, Any]]:
+    """The built-in datasets (or the one named ``only``): name, summary, provenance, default
+    size, cache location. DatasetError for an ``only`` that is no built-in one."""
+    if only is not None and only not in BUILTINS:
+        raise DatasetError(_unknown_builtin(only))
     rows = []
-    for spec in BUILTINS.values():
+    for spec in BUILTINS.values() if only is None else [BUILTINS[only]]:
         where = cache_root(cache_dir) / spec.directory_name()
         rows.append({
             "name": spec.name,

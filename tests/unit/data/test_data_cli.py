@@ -34,6 +34,20 @@ def test_describe_and_warm_start(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert len(load_item_list(tmp_path / "warm.txt")) == 50
 
 
+def test_describe_of_one_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["data", "describe", "shakespeare", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("shakespeare: ") and "synthetic-reddit" not in out
+    assert "warm-start" not in out
+    with pytest.raises(SystemExit) as exit_info:
+        run(["data", "describe", "shakespear", "--cache-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "did you mean 'shakespeare'?" in err and "fedhh data inspect shakespear " in err
+    assert not any(tmp_path.iterdir())
+
+
 def test_import_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "u.txt"
     src.write_text("Apple pie apple\n\nbanana\n", encoding="utf-8")
