@@ -732,9 +732,6 @@ class _Readings(dict[int, str]):
         return reading
 
 
-_CONFUSABLES = os.path.join(os.path.dirname(__file__), "confusables.txt")
-
-
 @lru_cache(maxsize=1)
 def _prototypes() -> _Readings:
     """The ``_Readings``, read when a list is first shown, not when the module is imported."""
