@@ -128,17 +128,20 @@ def register(subparsers: Any) -> None:
         sp.set_defaults(handler=run)
 
 
-_SCHEDULER = re.compile(r"((tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}")
+_SCHEDULER = re.compile(r"((tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}",
+                        re.IGNORECASE)
 
 
 def scheduler_address(text: str) -> str:
-    """A Dask scheduler's address: [tcp:// or tls://]HOST:PORT."""
+    """A Dask scheduler's address: [tcp:// or tls://]HOST:PORT, its scheme in lower case (a
+    scheme is case-insensitive, RFC 3986 section 3.1, but Dask looks up 'TCP' as given)."""
     if not _SCHEDULER.fullmatch(text) or not 0 < int(text.rsplit(":", 1)[1]) < 65536:
         scheme = text.partition("://")[0].lower() if "://" in text else ""
         raise argparse.ArgumentTypeError(
             f"a scheduler is [tcp://]HOST:PORT (or tls://HOST:PORT), e.g. tcp://10.0.0.5:8786, "
             f"got {text!r}" + _SCHEME_HINTS.get(scheme, ""))
-    return text
+    scheme, sep, rest = text.partition("://")
+    return f"{scheme.lower()}{sep}{rest}" if sep else text
 
 
 # (the dashboard's http:// link is the one address `dask scheduler` prints as a link)

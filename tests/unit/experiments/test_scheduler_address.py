@@ -42,3 +42,10 @@ def test_other_malformed_addresses_get_the_form_alone(address: str) -> None:
                                      "10.0.0.5:8786", "tcp://[::1]:8786"])
 def test_addresses_of_tcp_and_tls_are_taken_as_given(address: str) -> None:
     assert scheduler_address(address) == address
+
+
+@pytest.mark.parametrize(("address", "taken"), [("Tcp://host:8786", "tcp://host:8786"),
+                                                ("TLS://A.example:8786", "tls://A.example:8786")])
+def test_a_scheme_in_any_case_is_taken_in_lower_case(address: str, taken: str) -> None:
+    # (RFC 3986 section 3.1: schemes are case-insensitive; Dask's registry knows 'tcp' only)
+    assert scheduler_address(address) == taken
