@@ -850,10 +850,52 @@ _CLUSTER_GLUE = frozenset((0x200D, 0x20E3, *range(0xFE00, 0xFE10), *_SKIN_TONES,
 _REGIONAL = range(0x1F1E6, 0x1F200)  # (a flag is two of them)
 
 
+# UAX #29 GB9c (Unicode 15.1): a consonant, a virama (Indic_Conjunct_Break=Linker) and a
+# consonant are one cluster (क्ष), which a cut after the virama would show as a half-form.
+# The consonants are DerivedCoreProperties.txt's InCB=Consonant, which unicodedata lacks.
+_LINKERS = frozenset("\u094d\u09cd\u0acd\u0b4d\u0c4d\u0d4d")
+_INDIC_CONSONANTS = frozenset(code for lo, hi in (
+    (0x0915, 0x0939), (0x0958, 0x095F), (0x0978, 0x097F),  # Devanagari
+    (0x0995, 0x09A8), (0x09AA, 0x09B0), (0x09B2, 0x09B2), (0x09B6, 0x09B9), (0x09DC, 0x09DD),
+    (0x09DF, 0x09DF), (0x09F0, 0x09F1),  # Bengali
+    (0x0A95, 0x0AA8), (0x0AAA, 0x0AB0), (0x0AB2, 0x0AB3), (0x0AB5, 0x0AB9),
+    (0x0AF9, 0x0AF9),  # Gujarati
+    (0x0B15, 0x0B28), (0x0B2A, 0x0B30), (0x0B32, 0x0B33), (0x0B35, 0x0B39), (0x0B5C, 0x0B5D),
+    (0x0B5F, 0x0B5F), (0x0B71, 0x0B71),  # Oriya
+    (0x0C15, 0x0C28), (0x0C2A, 0x0C39), (0x0C58, 0x0C5A),  # Telugu
+    (0x0D15, 0x0D3A),  # Malayalam
+) for code in range(lo, hi + 1))
+
+# UAX #29 GB6-8: the Hangul_Syllable_Type that may follow each within one syllable. A jamo's
+# type is its name's second word; a precomposed syllable is LV or LVT by its decomposition.
+_JAMO_TYPES = {"CHOSEONG": "L", "JUNGSEONG": "V", "JONGSEONG": "T"}
+_JAMO_FOLLOWING = {"L": {"L", "V", "LV", "LVT"}, "LV": {"V", "T"}, "V": {"V", "T"},
+                   "LVT": {"T"}, "T": {"T"}}
+
+
+def _hangul_type(char: str) -> str:
+    """``char``'s Hangul_Syllable_Type (L, V, T, LV or LVT), or '' if it has none."""
+    name = unicodedata.name(char, "")
+    if name.startswith("HANGUL SYLLABLE "):
+        return "LV" if len(unicodedata.normalize("NFD", char)) == 2 else "LVT"
+    first, _, rest = name.partition(" ")
+    return _JAMO_TYPES.get(rest.partition(" ")[0], "") if first == "HANGUL" else ""
+
+
+def _conjunct_continues(text: str, n: int) -> bool:
+    """Whether the consonant ``text[n]`` follows a consonant, a virama and marks (GB9c)."""
+    linked, k = False, n - 1
+    while k >= 0 and (text[k] in _LINKERS or text[k] == _JOINER
+                      or unicodedata.category(text[k]) in ("Mn", "Me")):
+        linked = linked or text[k] in _LINKERS
+        k -= 1
+    return linked and k >= 0 and ord(text[k]) in _INDIC_CONSONANTS
+
+
 def _joins_previous(text: str, n: int) -> bool:
     """Whether ``text[n]`` is drawn as one with the character before it, so that a cut
     before it would show part of a grapheme cluster (a flag's first letter, a letter without
-    its accent)."""
+    its accent, a conjunct's half-form, a Hangul syllable's first jamo)."""
     char, before = text[n], text[n - 1]
     if ord(char) in _CLUSTER_GLUE or before == _JOINER or unicodedata.category(char) in (
             "Mn", "Me", "Mc"):
@@ -863,7 +905,10 @@ def _joins_previous(text: str, n: int) -> bool:
         while run > 0 and ord(text[run - 1]) in _REGIONAL:
             run -= 1
         return (n - run) % 2 == 1
-    return False
+    if ord(char) in _INDIC_CONSONANTS:
+        return _conjunct_continues(text, n)
+    kind = _hangul_type(char)
+    return bool(kind) and kind in _JAMO_FOLLOWING.get(_hangul_type(before), ())
 
 
 def fitted_row(text: str, cut: bool, width: int) -> tuple[str, bool]:
