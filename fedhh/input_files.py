@@ -56,7 +56,7 @@ def _await_writer(descriptor: int, path: str | os.PathLike[str], what: str) -> b
     byte, or nothing); ConfigError when none came within ``PIPE_WRITER_WAIT_S``. Linux's poll
     tells a reader that opened before any writer nothing until one writes or leaves; then a
     read tells the rest apart: EOF while nobody writes, EAGAIN while a writer is silent."""
-    if select.select([descriptor], [], [], PIPE_WRITER_WAIT_S)[0]:
+    if _readable_within(descriptor, PIPE_WRITER_WAIT_S):
         return b""
     try:
         head = os.read(descriptor, 1)
@@ -67,6 +67,15 @@ def _await_writer(descriptor: int, path: str | os.PathLike[str], what: str) -> b
             f"{what} {os.fspath(path)} is a named pipe (FIFO) that no process wrote to within "
             f"{PIPE_WRITER_WAIT_S:g} s; give a file, or write to the pipe as the command starts")
     return head  # (a byte that came after the wait ran out)
+
+
+def _readable_within(descriptor: int, wait_s: float) -> bool:
+    """Whether ``descriptor`` has something to read (or its writer left) within ``wait_s``.
+    (poll, not select: select refuses a descriptor past 1023, "filedescriptor out of range",
+    which a process holding many connections opens a file at.)"""
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN)
+    return bool(poller.poll(wait_s * 1000))
 
 
 class _Headed(io.RawIOBase):

@@ -4,6 +4,7 @@ line naming it, at the bound, not a process that reads until memory runs out."""
 from __future__ import annotations
 
 import os
+import resource
 import threading
 from pathlib import Path
 
@@ -110,11 +111,33 @@ def test_a_byte_that_comes_as_the_wait_runs_out_is_kept(
     writer = os.open(pipe, os.O_WRONLY)
     os.write(writer, b"first line\n")
     os.close(writer)
-    monkeypatch.setattr(input_files.select, "select", lambda *_: ([], [], []))
+    monkeypatch.setattr(input_files, "_readable_within", lambda *_: False)
     try:
         assert read_whole(pipe, 1024, "item list") == b"first line\n"
     finally:
         os.close(keep)
+
+
+def test_a_named_pipe_opened_past_descriptor_1023_is_waited_on(pipe: Path) -> None:
+    """A process holding many descriptors (a service's connections) opens a file past 1023.
+    Before, the wait for the pipe's writer was select's, which refuses such a descriptor:
+    ValueError ("filedescriptor out of range in select()"), not the refusal naming the pipe."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"this process may hold {hard} descriptors, fewer than 1100")
+    if soft != resource.RLIM_INFINITY and soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1100, hard))
+    held = []
+    try:
+        while not held or held[-1] < 1024:  # (each open takes the lowest free descriptor)
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        os.close(held.pop())  # (the pipe's open takes it: every one below is held)
+        with pytest.raises(ConfigError, match=rf"^item list {pipe} is a named pipe \(FIFO\)"):
+            read_whole(pipe, 1024, "item list")
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_folder_is_refused_as_it_is_opened(tmp_path: Path) -> None:
