@@ -49,12 +49,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "web"), str(ROOT / "tests" / "integration")]
 
+import grpc  # noqa: E402
 import webkit  # noqa: E402
 from networked_kit import COORDINATOR_FLAGS, run_config, short_dataset  # noqa: E402
 
+from fedhh.config import Mode  # noqa: E402
 from fedhh.data.registry import resolve_dataset  # noqa: E402
+from fedhh.errors import ConfigError  # noqa: E402
 from fedhh.rpc.admin_client import AdminClient  # noqa: E402
+from fedhh.rpc.run_config import from_proto  # noqa: E402
 from fedhh.rpc.topology import LocalTopology  # noqa: E402
+from fedhh.v1 import coordinator_pb2 as pb  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks" / "web-device.md"
 STEPS = ("config", "report", "advertise", "shares", "masked", "consistency", "unmask")
@@ -72,6 +77,29 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 def _host(address: str, user: int) -> str:
     return f"https://d{user}.{HOSTS}:{address.rsplit(':', 1)[1]}"
+
+
+def _config(total: int, dimension_bits: int, stage_ms: int) -> pb.RunConfig:
+    """Each round's run: every one of ``total`` devices needed (min_devices = total)."""
+    return run_config(rounds=1, max_bits=dimension_bits, dim_limit=1 << dimension_bits,
+                      target_devices=total, min_devices=total, stage_ms=stage_ms)
+
+
+def _refusal(total: int, dimension_bits: int, stage_ms: int) -> str | None:
+    """Why the coordinator would refuse the run (its own check of a run's config), or None."""
+    try:
+        from_proto(_config(total, dimension_bits, stage_ms)).validate(Mode.NETWORK)
+    except ConfigError as error:
+        return str(error)
+    return None
+
+
+def _least_total(dimension_bits: int, stage_ms: int, above: int, most: int = 1000) -> int | None:
+    """The least --total over ``above`` (at most ``most``) whose run is taken, if any is."""
+    if _refusal(most, dimension_bits, stage_ms) is not None:
+        return None  # (no cohort size is what is refused)
+    return next(n for n in range(above + 1, most + 1)
+                if _refusal(n, dimension_bits, stage_ms) is None)
 
 
 def measure(total: int, web: int, dimension_bits: int, rounds: int,
@@ -137,11 +165,12 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
                     runs, cpu = [], []
                     for index in range(rounds):
                         before = _task_seconds(browser) if hidden_s is None else 0.0
-                        admin.start_run(run_config(rounds=1, max_bits=dimension_bits,
-                                                   dim_limit=1 << dimension_bits,
-                                                   target_devices=total, min_devices=total,
-                                                   stage_ms=stage_ms),
-                                        run_id=f"bench-{index}")
+                        try:
+                            admin.start_run(_config(total, dimension_bits, stage_ms),
+                                            run_id=f"bench-{index}")
+                        except grpc.RpcError as error:
+                            raise SystemExit("the coordinator refused the run: "
+                                             f"{error.details()}") from None
                         runs.append(admin.wait(f"bench-{index}", 600))
                         if runs[-1].state != "done":
                             print(browser.execute_script("return window.fedhhDevices"),
@@ -262,6 +291,14 @@ def main() -> None:
     started = time.perf_counter()
     if not 1.0 <= args.cpu_throttle <= 100.0:
         parser.error(f"--cpu-throttle must be from 1 to 100, got {args.cpu_throttle:g}")
+    if not 1 <= args.web <= args.total:
+        parser.error(f"--web must be from 1 to --total ({args.total}), got {args.web}")
+    # (before any service, the page or Chromium starts: the coordinator refused a small
+    # --total only at the first round, as a gRPC traceback)
+    if (refusal := _refusal(args.total, args.dimension_bits, args.stage_ms)) is not None:
+        least = _least_total(args.dimension_bits, args.stage_ms, args.total)
+        parser.error(f"the coordinator would refuse this run: {refusal}"
+                     + ("" if least is None else f"; the least --total it takes is {least}"))
     figures = measure(args.total, args.web, args.dimension_bits, args.rounds, args.cpu_throttle,
                       args.stage_ms, args.hidden)
     text = report(figures)
