@@ -18,7 +18,11 @@ tests/web/test_web_discovery.py). Reported per web device and round:
 * the round's wall time as the coordinator saw it.
 
 ``--rounds`` rounds are run, one run each, so the page's first (cold) round is reported
-apart from the later (warm) ones.
+apart from the later (warm) ones. Each round needs every device (min_devices = ``--total``),
+and the page's devices stop after ``--rounds`` tasks, one an attempt: an attempt that aborts (a
+device late on a loaded machine: give more ``--stage-ms``) spends one of them, so the page sits
+out the last run's attempts (with ``--rounds 1``, the run's later attempts), which abort with
+``--total`` - ``--web`` devices, and the bench stops there with the coordinator's log.
 
 Usage (from the repository root, Node >= 20.19, chromium and chromedriver installed):
     python bench/bench_web_device.py            # -> docs/benchmarks/web-device.md
