@@ -367,15 +367,17 @@ def run(args: argparse.Namespace) -> int:
                           for r in records.values()),
         },
     }
+    kept = (f"its {len(plan)} runs are stored in {store.root}, so once {args.out} can be "
+            "written (or with another --out) the same command only writes the report")
     try:
         report = write_report(args.out, results, meta)
     except OSError as error:
         # (a full disk named nothing: "No space left on device" alone, after every run was
         # stored, and nothing said that the runs were kept)
-        raise FedhhError(
-            f"cannot write the report in {args.out}: {os_reason(error)}; its {len(plan)} runs "
-            f"are stored in {store.root}, so once {args.out} can be written (or with another "
-            "--out) the same command only writes the report") from error
+        raise FedhhError(f"cannot write the report in {args.out}: {os_reason(error)}; "
+                         f"{kept}") from error
+    except ConfigError as error:  # (the folder written by another program since its check)
+        raise ConfigError(f"{error}; {kept}") from error
     if not args.quiet:
         width = max((len(c.verdict) for c in report.claims), default=0)
         for c in report.claims:

@@ -437,6 +437,32 @@ def test_the_report_writer_checks_the_folder_again_under_its_lock(tmp_path: Path
     assert [p.name for p in tmp_path.iterdir()] == ["claims.csv"]
 
 
+def test_a_folder_written_by_another_program_during_the_runs_says_they_are_kept(
+        tiny_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer's second check (above) refused without a word of the runs: that they are
+    # stored and a rerun with another --out only writes the report.
+    from fedhh.experiments import report as report_module
+
+    out = tmp_path / "out"
+    write = report_module.write_report
+
+    def after_another_program(root: Path, *args: object) -> object:
+        Path(root).mkdir(exist_ok=True)
+        (Path(root) / "claims.csv").write_text("theirs\n")
+        return write(root, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_module, "write_report", after_another_program)
+    code, _, err = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--out", str(out), "--store", str(tmp_path / "store"),
+                            "--seeds", "1", "--quiet"], capsys)
+    assert code != 0
+    assert f"--out {out} holds claims.csv but no report" in err
+    assert f"runs are stored in {tmp_path / 'store'}" in err, err
+    assert "only writes the report" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "claims.csv").read_text() == "theirs\n"
+
+
 def test_a_dry_run_lists_the_runs_whatever_the_folder_holds(
         tiny_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "README.md").write_text("# my project\n")
