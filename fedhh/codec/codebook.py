@@ -73,6 +73,7 @@ import hashlib
 import heapq
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,7 +83,13 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
+from fedhh.input_files import (
+    LIST_FILE_BYTES,
+    missing_reason,
+    not_utf8,
+    read_whole,
+    wide_encoding_problem,
+)
 
 FORMAT = "fedhh-codebook"
 VERSION = 1          # byte codebooks
@@ -484,6 +491,11 @@ def codebook_from_spec(spec: str) -> Codebook:
     return builtin_codebook(text)
 
 
+def _looks_like_path(text: str) -> bool:
+    """Whether a ``--codec`` value is written as a file's path rather than a codebook's name."""
+    return "/" in text or os.sep in text or text.lower().endswith(".json")
+
+
 def codec_spec(value: str) -> str:
     """The codec spec of a command-line value: a built-in name, a codebook JSON file, or inline
     JSON; a file or inline JSON becomes the codebook's canonical JSON (what a run configuration
@@ -494,9 +506,17 @@ def codec_spec(value: str) -> str:
     if text.startswith("{"):
         return Codebook.from_json(text, "inline codebook").spec
     path = Path(text)
-    if not path.is_file():
-        raise ConfigError(f"codebook {value!r} is neither a built-in codebook "
-                          f"({', '.join(BUILTIN_NAMES)}) nor a codebook JSON file")
+    if path.is_dir():
+        raise ConfigError(f"codebook file {path} is a folder; give the codebook JSON file")
+    # (a named pipe is read as the item lists read one: `--codec <(zcat book.json.gz)`)
+    if not path.is_file() and not path.is_fifo():
+        # (said of what a name looks like, not a path: "englsh"; before, a link loop, a link to
+        # a moved file and a folder in the path that is a file were said to be no file too)
+        reason = missing_reason(path)
+        if reason == "does not exist" and not _looks_like_path(text):
+            raise ConfigError(f"codebook {value!r} is neither a built-in codebook "
+                              f"({', '.join(BUILTIN_NAMES)}) nor a codebook JSON file")
+        raise ConfigError(f"codebook file {path} {reason}")
     try:
         raw = read_whole(path, LIST_FILE_BYTES, "codebook file")
     except OSError as error:
