@@ -22,13 +22,15 @@ file not in the format above) is an error naming the file, and --out and --secre
 they were.
 
 --secrets is best a folder apart from --out: the same folder (or one inside the other) is
-written, as the Kubernetes overlays use it, with a warning that the secrets then lie beside
-the TLS files, whose ca.pem is handed to every device and operator.
+written with a warning that the secrets then lie beside the TLS files, whose ca.pem is handed
+to every device and operator; with --kubernetes, as the Kubernetes overlays use it, without one
+(kubectl's secretGenerator picks each Secret's files one by one).
 
 Every file a service reads (server.key and the secrets) is written mode 0600 for the caller.
 Containers run as uid 10001, gid 10001 (deploy/Dockerfile), so for docker compose either
   --owner 10001:10001   give those files to the image's user (needs root), or
   --group 10001         make them group-readable (0640) by gid 10001 (a group you belong to).
+For Kubernetes, --kubernetes: kubectl reads the files as you, so they stay yours, mode 0600.
 ca.key never leaves the caller. For production use your own PKI and secret store.
 """
 
@@ -100,6 +102,10 @@ def register(subparsers: Any) -> None:
                         help="chown server.key and the secrets to this user (needs root)")
     access.add_argument("--group", type=_id, metavar="GID",
                         help="chgrp server.key and the secrets to GID, mode 0640")
+    access.add_argument("--kubernetes", action="store_true",
+                        help="the files are for Kubernetes Secrets, which kubectl reads as you "
+                             "and picks one by one: no note on the compose containers' uid and "
+                             "no warning on --secrets sharing the --out folder")
     p.set_defaults(handler=run)
 
 
@@ -260,14 +266,14 @@ def run(args: argparse.Namespace) -> int:
         PUBLIC.apply(public)
         print(f"wrote {public} (public)")
         shared = shared_folder(Path(args.out), Path(args.secrets))
-        if shared:
+        if shared and not args.kubernetes:
             print(f"fedhh certs: warning: --secrets {args.secrets} {shared}: the tokens, the "
                   "signing key and every device token lie beside ca.key and ca.pem. Hand out "
                   "ca.pem alone, never the folder, and give each service its own files one by "
                   "one (as compose's secrets and deploy/k8s's secretGenerator do); a --secrets "
                   "folder apart from --out keeps them apart (docs/networked.md)",
                   file=sys.stderr)
-    if access == Access() and os.geteuid() != CONTAINER_UID:
+    if access == Access() and os.geteuid() != CONTAINER_UID and not args.kubernetes:
         # The compose stack's services run as uid 10001 and stopped at their first secret
         # ("cannot read the control token file ...: Permission denied"), restarting for ever.
         private = "server.key and the secrets are" if args.secrets else "server.key is"

@@ -32,3 +32,26 @@ def test_how_the_folders_share(tmp_path: Path) -> None:
     assert shared_folder(tls, tmp_path / "x" / ".." / "tls") == "is the --out folder"
     assert shared_folder(tls, tls / "secrets") == "is inside the --out folder"
     assert shared_folder(tls / "tls", tls) == "holds the --out folder"
+
+
+def test_for_kubernetes_the_shared_folder_prints_nothing_to_act_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command docs/scaling.md gives a Kubernetes operator, whose secretGenerator picks the
+    files one by one and whose kubectl reads them as the operator: before, it warned that
+    --secrets is the --out folder and noted the compose containers' --owner 10001:10001."""
+    both = tmp_path / "both"
+    assert main(["certs", "--out", str(both), "--secrets", str(both), "--device-tokens", "2",
+                 "--device-replicas", "1", "--kubernetes"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert not any(line.startswith("note:") for line in captured.out.splitlines())
+    assert (both / "admin.token").stat().st_mode & 0o777 == 0o600
+
+
+def test_kubernetes_is_one_of_the_access_choices(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as end:
+        main(["certs", "--out", str(tmp_path / "tls"), "--kubernetes", "--group", "10001"])
+    assert end.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "tls").exists()

@@ -65,7 +65,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(K8S, root)
     secrets = root / "overlays" / "dev" / "secrets"
     subprocess.run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(secrets),
-                    "--secrets", str(secrets), "--device-tokens", "10", "--hosts",
+                    "--secrets", str(secrets), "--kubernetes", "--device-tokens", "10", "--hosts",
                     "coordinator,selector,combiner,worker,worker-0.worker,worker-1.worker"],
                    check=True, capture_output=True)
     (secrets / "postgres.password").write_text("a-test-password")
