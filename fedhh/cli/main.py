@@ -90,46 +90,56 @@ class OneLineErrorParser(argparse.ArgumentParser):
         word before a refused choice is an unknown option: its value was then read as the
         choice (`fedhh admin --coordinatr HOST:PORT list` was refused as "invalid choice:
         'HOST:PORT'", naming neither the option nor the typo)."""
-        import difflib
-
         words = getattr(self, "_words", [])
         at = words.index(value) if value in words else 0
         before = words[at - 1].split("=", 1)[0] if at > 0 else ""
         if before[:1] not in ("-", "\u2013", "\u2014") or before in self._option_string_actions:
             return ""
-        later = self._later_option(before, value, words[at + 1:])
-        if later:
-            return later
-        known = [o for o in self._option_string_actions if o.startswith("--")]
         word = "--" + before.lstrip("-\u2013\u2014")
-        close = _beginning(word, known) or difflib.get_close_matches(word, known, n=1,
-                                                                     cutoff=0.75)
-        return f" ({before} is no option of {self.prog}" + (
-            f": did you mean {' or '.join(close)}?)" if close else ")")
+        close, ambiguous = _guess(word, [o for o in self._option_string_actions
+                                         if o.startswith("--")])
+        # An option of the subcommand, exact or (if none of this command's is close) misspelt,
+        # wherever the word stands: after the study, `--workerz 2` got "did you mean
+        # --workers?"; before it, only "no option".
+        later = self._later_option(before, word, value, words[at + 1:],
+                                   guess=not (close or ambiguous))
+        return later or f" ({before} is no option of {self.prog}" + (
+            f": did you mean {' or '.join(close)}?)" if close else
+            f": {ambiguous})" if ambiguous else ")")
 
-    def _later_option(self, option: str, value: str, rest: list[str]) -> str:
+    def _later_option(self, option: str, word: str, value: str, rest: list[str],
+                      guess: bool) -> str:
         """" (--workers must come after the study, as in fedhh experiments all --workers 2)"
         when ``option``, given before this command's subcommand with ``value``, is an option of
         the subcommand (before, "invalid choice: '2' ... (--workers is no option of fedhh
-        experiments)", as if the option did not exist)."""
+        experiments)", as if the option did not exist); " (--workerz is no option of fedhh
+        experiments: did you mean --workers, after the study, as in ...?)" when ``word``, its
+        spelling with two hyphens, is close to one and ``guess``."""
         for action in self._actions:
             if not isinstance(action, argparse._SubParsersAction):  # (argparse's, private)
                 continue
             chosen = next((w for w in rest if w in action.choices), None)
             owners = [action.choices[chosen]] if chosen else list(action.choices.values())
-            if not any(option in p._option_string_actions for p in owners):
-                return ""
             noun = (action.metavar if isinstance(action.metavar, str) else action.dest).lower()
-            return (f" ({option} must come after the {noun}, as in {self.prog} "
-                    f"{chosen or noun.upper()} {option} {value})")
+            example = f"{self.prog} {chosen or noun.upper()}"
+            if any(option in p._option_string_actions for p in owners):
+                return f" ({option} must come after the {noun}, as in {example} {option} {value})"
+            if not guess:
+                return ""
+            known = [o for p in owners for o in p._option_string_actions if o.startswith("--")]
+            close, ambiguous = _guess(word, list(dict.fromkeys(known)))
+            if close:
+                return (f" ({option} is no option of {self.prog}: did you mean "
+                        f"{' or '.join(close)}, after the {noun}, as in {example} {close[0]} "
+                        f"{value}?)")
+            if ambiguous:
+                return f" ({option} is no option of {self.prog}; after the {noun}, {ambiguous})"
         return ""
 
     def _suggestion(self, message: str) -> str:
         """" (did you mean --eps-agg?)" for a misspelt option or choice (``--eps-ag``,
         ``strat``) close to one this parser knows; "" if none is (before, the error named the
         word alone, and options are not abbreviated, so ``--eps-a`` got no hint either)."""
-        import difflib
-
         if message.startswith("unrecognized arguments: "):
             known = [o for o in self._option_string_actions if o.startswith("--")]
             # ("-dataset", and "—dataset" or "–dataset" pasted from a page that typeset the
@@ -154,10 +164,16 @@ class OneLineErrorParser(argparse.ArgumentParser):
             if misread:
                 return misread
             known, words = re.findall(r"'([^']*)'", choice[2]), [choice[1]]
-        guesses = [g for w in words for g in _beginning(w, known)
-                   or difflib.get_close_matches(w, known, n=1, cutoff=0.75)]
+        guesses: list[str] = []
+        notes: list[str] = []
+        for word in words:
+            close, ambiguous = _guess(word, known)
+            guesses += close
+            notes += [ambiguous] if ambiguous else []
         if guesses:
-            return f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)"
+            notes.append(f"did you mean {' or '.join(dict.fromkeys(guesses))}?")
+        if notes:
+            return f" ({'; '.join(notes)})"
         if message.startswith("unrecognized arguments: "):
             return _elsewhere(words, self.prog)
         return ""
@@ -194,12 +210,22 @@ def _commands_taking(option: str) -> list[str]:
     return list(found)
 
 
-def _beginning(word: str, known: list[str]) -> list[str]:
-    """The known names ``word`` begins, if one to three do: a name cut short is that name,
-    however close another is (``stat`` was answered "did you mean start?", not status), and
-    ``--eps`` is --eps-agg or --eps-local (it was answered with nothing)."""
-    begun = [name for name in known if name.startswith(word)]
-    return begun if 1 <= len(begun) <= 3 else []
+def _guess(word: str, known: list[str]) -> tuple[list[str], str]:
+    """The known names ``word`` is likely cut short or misspelt from, and ""; or none, and
+    "--e is ambiguous: ... begin with it" when it begins more than three.
+
+    A name cut short is the names it begins, however close another is (``stat`` was answered
+    "did you mean start?", not status), and ``--eps`` is --eps-agg or --eps-local (it was
+    answered with nothing). One that begins many is not answered with a far match by letters
+    (``fedhh up --e`` got "did you mean --web?", which --e does not begin)."""
+    import difflib
+
+    begun = [name for name in known if name.startswith(word)] if word.strip("-") else []
+    if len(begun) > 3:
+        shown = begun if len(begun) <= 5 else [*begun[:4], f"{len(begun) - 4} others"]
+        return [], (f"{word} is ambiguous: {', '.join(shown[:-1])} and {shown[-1]} "
+                    "begin with it")
+    return begun or difflib.get_close_matches(word, known, n=1, cutoff=0.75), ""
 
 
 def usage_error(parser_prog: str, message: str) -> NoReturn:

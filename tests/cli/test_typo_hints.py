@@ -4,6 +4,8 @@ not abbreviated (`OneLineErrorParser`), so a new user was left to read the --hel
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cli_kit import one_line_error
 
@@ -119,3 +121,57 @@ def test_verbose_after_the_command_is_taken(flag: str, monkeypatch: pytest.Monke
                               "--devices", "1600000", flag], capsys)
     assert code == 0 and "eps_local" in out, err
     assert levels == [logging.DEBUG]
+
+
+@pytest.mark.parametrize("argv", [
+    ["experiments", "--workerz", "2", "all"],
+    ["experiments", "all", "--workerz", "2"],
+])
+def test_a_misspelt_option_of_the_study_gets_it_before_the_study_too(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: given before the study, `--workerz 2` got "(--workerz is no option of fedhh
+    experiments)" alone; after it, "did you mean --workers?"."""
+    assert "did you mean --workers" in one_line_error(argv, capsys)
+
+
+def test_the_misspelt_option_before_the_study_is_shown_where_it_goes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert one_line_error(["experiments", "--workerz", "2", "all"], capsys).endswith(
+        " (--workerz is no option of fedhh experiments: did you mean --workers, after the "
+        "study, as in fedhh experiments all --workers 2?)")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["up", "--e"],
+     "fedhh up: error: unrecognized arguments: --e (--e is ambiguous: --eps-agg, --eps-local, "
+     "--eta and --expected-dropout begin with it)"),
+])
+def test_a_word_that_begins_many_options_is_called_ambiguous(
+        argv: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `fedhh up --e` got "did you mean --web?" (four options begin --e, so the
+    closest by letters was taken, one --e does not begin)."""
+    assert one_line_error(argv, capsys) == line
+
+
+def test_past_five_the_ambiguous_names_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(["up", "--d", "x", "--wor", "3"], capsys)
+    assert re.search(r" \(--d is ambiguous: (--d[a-z-]+, ){3}--d[a-z-]+ and \d+ others begin "
+                     r"with it; did you mean --workdir\?\)$", line), line
+    line = one_line_error(["experiments", "s"], capsys)
+    assert re.search(r" \(s is ambiguous: (s[a-z-]+, ){3}s[a-z-]+ and \d+ others begin with "
+                     r"it\)$", line), line
+
+
+def test_a_word_before_the_subcommand_that_begins_many_of_its_options_is_called_ambiguous(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh.cli.main import OneLineErrorParser
+
+    parser = OneLineErrorParser(prog="tool")
+    study = parser.add_subparsers(dest="study", metavar="STUDY").add_parser("one")
+    for option in ("--eta", "--eps", "--epochs", "--extra"):
+        study.add_argument(option)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--e", "2", "one"])
+    assert capsys.readouterr().err.endswith(
+        " (--e is no option of tool; after the study, --e is ambiguous: --eta, --eps, --epochs "
+        "and --extra begin with it)\n")
