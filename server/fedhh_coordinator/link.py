@@ -605,9 +605,10 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
     numbers = list(stages.values())
     fell = any(later < earlier for earlier, later in itertools.pairwise(numbers))
     late = ("; devices that took part and then missed a stage's window were late (on a "
-            "loaded machine, or a large cohort) or dropped out: their logs say \"secure "
-            "aggregation failed\", outcome late or timed_out, and longer windows "
-            "(--stage-ms, or the stage's own) give them time") if fell else ""
+            "loaded machine, or a large cohort) or dropped out: their logs say \"late for "
+            "the round\" (outcome late) or \"secure aggregation failed\" (outcome "
+            "timed_out), and longer windows (--stage-ms, or the stage's own) give them "
+            "time") if fell else ""
     if advertise_ms is not None and (numbers[:1] or [0])[0] < cohort:
         late += (f"; a device whose task reached it after the key-advertisement window "
                  f"closed, {advertise_ms} ms after the round opened (--advertise-ms, or "

@@ -15,6 +15,10 @@ def test_devices_that_fell_short_after_taking_part_are_called_late_not_refusing(
     assert "n_min 300" in hint
     assert "outcome late" in hint and "--stage-ms" in hint
     assert '"refused the round"' in hint  # the refusals are still named
+    # (as the devices log them since 511c7db: a late one no longer says "secure aggregation
+    # failed", which only a timed-out one does)
+    assert 'their logs say "late for the round" (outcome late)' in hint
+    assert '"secure aggregation failed" (outcome timed_out)' in hint
 
 
 def test_a_round_no_device_reached_names_the_refusals_alone() -> None:
