@@ -247,6 +247,39 @@ class _Server(http.server.ThreadingHTTPServer):
         pass  # a browser that refused the certificate, a closed tab: nothing for the terminal
 
 
+class _Deadline:
+    """Shuts ``connection`` down ``seconds`` from now unless disarmed first. A Timer's cancel
+    does not stop its function once begun: a cut begun as an answer went out shut down the
+    connection's next request, kept alive and in time (or, once the connection was closed, the
+    socket given its descriptor's number next). Here the cut and ``disarm`` take one lock, so
+    once ``disarm`` returns no cut comes, and a cut comes only while the handler holds its
+    connection open (it disarms before it closes it)."""
+
+    def __init__(self, connection: socket.socket, seconds: float) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._armed = True
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _cut(self) -> None:
+        with self._lock:
+            if not self._armed:
+                return
+            self._armed = False
+            # (through a second descriptor: shutting the TLS socket itself down here would
+            # change its state under the handler's thread, which is reading it)
+            with contextlib.suppress(OSError), \
+                    socket.socket(fileno=os.dup(self._connection.fileno())) as other:
+                other.shutdown(socket.SHUT_RDWR)
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        self._timer.cancel()  # (only to end its thread early)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     page: DemoPage
     timeout = 30  # a connection that sends nothing is dropped
@@ -304,23 +337,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         or the connection is cut. ``timeout`` bounds each read alone: a client that sent a
         header line every 20 s, never ending its head, held its thread for ever (59 such
         connections still held theirs after 80 s)."""
-        self._cut = threading.Timer(HEAD_TIMEOUT_S, self._cut_off)
-        self._cut.daemon = True
-        self._cut.start()
+        self._cut = _Deadline(self.connection, HEAD_TIMEOUT_S)
         try:
             super().handle_one_request()
         finally:
-            self._cut.cancel()
-
-    def _cut_off(self) -> None:
-        # (through a second descriptor: shutting the TLS socket itself down here would change
-        # its state under the handler's thread, which is reading it)
-        with contextlib.suppress(OSError), \
-                socket.socket(fileno=os.dup(self.connection.fileno())) as other:
-            other.shutdown(socket.SHUT_RDWR)
+            self._cut.disarm()
 
     def _send(self, status: int, body: bytes, kind: str = "text/plain; charset=utf-8") -> None:
-        self._cut.cancel()  # (the answer is bounded by ``timeout`` and its size)
+        self._cut.disarm()  # (the answer is bounded by ``timeout`` and its size)
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
