@@ -43,19 +43,26 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "",
     The request is validated before ``budget`` (the coordinator's lifetime budget) is checked:
     a malformed field is a ConfigError naming it, not a PrivacyError about the budget (before,
     StartRun checked the budget first, and delta = 1.0 was "exceeds every device's lifetime
-    budget", FAILED_PRECONDITION, rather than "delta must be in (0, 1)")."""
+    budget", FAILED_PRECONDITION, rather than "delta must be in (0, 1)").
+
+    All of it runs off the event loop (the store is thread-safe): the solver takes a fraction
+    of a second, and a long deny list seconds more to check, encode and store (170,000 items:
+    ~1.3 s), during which the coordinator would otherwise answer no device and no caller."""
+    return await asyncio.to_thread(_create_run, store, config, run_id, budget)
+
+
+def _create_run(store: Store, config: RunConfig, run_id: str,
+                budget: LifetimeBudget | None) -> RunRow:
     config.validate(Mode.NETWORK)
     run_id = run_id or secrets.token_hex(8)
     if not RUN_ID.fullmatch(run_id):
         raise ConfigError(f"run_id must be {RUN_ID_RULE}, got {shown(run_id)}")
     if budget is not None:
         budget.check_run(config.eps_agg, config.delta)
-    # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
-    # devices for the later completion rounds' weights (their local epsilon would not stay
-    # positive): the run goes without them, and stores so.
+    # Too few devices for the later completion rounds' weights (their local epsilon would not
+    # stay positive): the run goes without them, and stores so.
     asked = config.completion()
-    config, ledger = await asyncio.to_thread(with_most_completions, config, open_ledger,
-                                             lambda ledger: ledger.eps_local)
+    config, ledger = with_most_completions(config, open_ledger, lambda ledger: ledger.eps_local)
     if config.completion() < asked:
         log.warning("completion rounds dropped: too few devices to budget them", extra={
             "run_id": run_id, "asked": asked, "kept": config.completion(),
