@@ -21,7 +21,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.codec.shown import columns, fitted_row, ljust, printable_rows
+from fedhh.codec.shown import columns, fitted_rows, ljust, printable_rows
 from fedhh.errors import ConfigError, DatasetError
 from fedhh.input_files import missing_reason
 
@@ -241,7 +241,8 @@ def _inspect(args: argparse.Namespace) -> int:
     # 5,000 characters, is cut to them, a cut item's … at its end: before, it pushed its own
     # row's figures thousands of columns on, and widened every other row to the 160)
     # (between grapheme clusters: not half a flag)
-    rows = [fitted_row(row["item"], False, INSPECT_COLUMNS_MAX) for row in report["top_weighted"]]
+    rows = fitted_rows([(row["item"], False) for row in report["top_weighted"]],
+                       INSPECT_COLUMNS_MAX)
     shown = printable_rows(rows)
     width = min(INSPECT_COLUMNS_MAX, max([24, *map(columns, shown)]))
     print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")

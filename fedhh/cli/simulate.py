@@ -47,7 +47,7 @@ from fedhh.cli import options
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.codec.shown import (
     columns,
-    fitted_row,
+    fitted_rows,
     isolated,
     printable,
     printable_rows,
@@ -437,19 +437,21 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     earlier = payload.get("earlier_runs", [])
     cut = payload.get("cut_prefixes", [])
     # (every list's rows, each read against the others': a cut prefix сос… beside cocoa; each
-    # cut to the item column, ``column_cut_note``)
-    listed = [[fitted_row(h["item"], h["truncated"], ITEM_COLUMNS_MAX) for h in rows[:top]]
-              for rows in (earlier, hitters, [{**h, "truncated": True} for h in cut])]
+    # cut to the item column, ``column_cut_note``, as shown among the others)
+    lists = [[(h["item"], h["truncated"]) for h in rows[:top]]
+             for rows in (earlier, hitters, [{**h, "truncated": True} for h in cut])]
+    every = iter(fitted_rows([row for rows in lists for row in rows], ITEM_COLUMNS_MAX))
+    listed = [[next(every) for _ in rows] for rows in lists]
     if earlier:
         # (--two-runs: the first run's items, the second run's deny list, are the run's output
         # too; each run's rounds count from 1, so each run is its own list)
         print(f"\n{_hitters(len(earlier))} found by the first run (the second run's deny "
               "list)")
-        _hitters_table(earlier, top, hint, listed[1] + listed[2])
+        _hitters_table(earlier, top, hint, listed[1] + listed[2], listed[0])
     print(f"\n{_hitters(len(hitters))} discovered"
           + (" by the second run" if earlier else "")
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
-    _hitters_table(hitters, top, hint, listed[0] + listed[2])
+    _hitters_table(hitters, top, hint, listed[0] + listed[2], listed[1])
     why = nothing_found(payload)
     if why:
         print(why)
@@ -561,10 +563,12 @@ def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
 
 
 def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
-                   context: list[tuple[str, bool]] | None = None) -> None:
+                   context: list[tuple[str, bool]] | None = None,
+                   rows: list[tuple[str, bool]] | None = None) -> None:
     """A list of heavy hitters, by round then estimate, cut at ``top``, with its notes; a
     truncated item's note ends with ``hint`` (`_truncation_hint`); ``context``, the rows of
-    the lists shown beside it (``printable_rows``)."""
+    the lists shown beside it (``printable_rows``); ``rows``, the hitters' rows as
+    ``fitted_rows`` fitted them with the context's (else fitted here)."""
     if not hitters:
         return
     if not top:
@@ -573,7 +577,9 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
     notes = any(h.get("note") for h in hitters[:top])
-    rows = [fitted_row(h["item"], h["truncated"], ITEM_COLUMNS_MAX) for h in hitters[:top]]
+    if rows is None:
+        own = [(h["item"], h["truncated"]) for h in hitters[:top]]
+        rows = fitted_rows([*own, *(context or [])], ITEM_COLUMNS_MAX)[:len(own)]
     shown = printable_rows(rows, context or [])
     _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
         (i + 1, item, f"{h['estimate']:,.0f}", _std(h),
@@ -685,7 +691,7 @@ ITEM_COLUMNS_MAX = 48  # the lists' item column, as `fedhh up`'s
 
 def column_cut_note(hitters: Sequence[Any], rows: Sequence[tuple[str, bool]],
                     width: int = ITEM_COLUMNS_MAX, whole: str = "--json") -> str:
-    """The line under a list whose ``rows`` (``fitted_row`` of the ``hitters``, dicts or
+    """The line under a list whose ``rows`` (``fitted_rows`` of the ``hitters``, dicts or
     messages) cut an item or prefix wider than the item column: which of its ``…`` are the
     column's, and where the item is whole. Else nothing."""
     items = [h["item"] if isinstance(h, dict) else h.item for h in hitters]

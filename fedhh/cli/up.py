@@ -41,7 +41,7 @@ from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import (
     columns,
-    fitted_row,
+    fitted_rows,
     ljust,
     page_isolated,
     printable,
@@ -694,9 +694,10 @@ def _print_results(run: Any, results: Any) -> None:
     # round on, past the others', by thousands of columns for a long URL)
     from fedhh.cli.simulate import column_cut_note
 
-    rows = [fitted_row(h.item, h.truncated, ITEM_COLUMNS_MAX) for h in results.heavy_hitters]
-    cut_rows = [fitted_row(h.item, True, ITEM_COLUMNS_MAX) for h in results.cut_prefixes]
-    every = printable_rows([*rows, *cut_rows])
+    fitted = fitted_rows([*((h.item, h.truncated) for h in results.heavy_hitters),
+                          *((h.item, True) for h in results.cut_prefixes)], ITEM_COLUMNS_MAX)
+    rows, cut_rows = fitted[:len(results.heavy_hitters)], fitted[len(results.heavy_hitters):]
+    every = printable_rows(fitted)
     listed, cut = every[:len(rows)], every[len(rows):]
     whole = f"`fedhh admin ... results {printable(run.run_id)}`"
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))

@@ -137,8 +137,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["columns", "cut_item", "cut_text", "fitted", "fitted_row", "isolated", "ljust",
-           "message_text", "page_isolated", "printable", "printable_rows", "rjust"]
+__all__ = ["columns", "cut_item", "cut_text", "fitted", "fitted_row", "fitted_rows", "isolated",
+           "ljust", "message_text", "page_isolated", "printable", "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -525,16 +525,17 @@ def cut_text(text: str) -> str:
 _CHARACTERS_A_COLUMN = 8
 
 
-def fitted(text: str, width: int) -> tuple[str, bool]:
+def fitted(text: str, width: int, confusable: bool = False) -> tuple[str, bool]:
     """``(text, False)`` if ``printable(text)`` takes at most ``width`` columns; else a cut
     item, ``(cut, True)``, for ``printable_rows``: the longest beginning of ``text`` that,
     cut as a prefix is (``cut_text``, then ``…``), shows in ``width`` columns. Its ``…`` reads
     as a cut, as a cut prefix's does, and never as the item's own text: a whole item's last
     ``…`` shows escaped (``\\u2026``). A list of whole items whose longest would otherwise
     widen the column of every row, or push its own row's figures on by thousands of columns,
-    shows each at most ``width`` wide (``width`` at least 3: a wide character and the ``…``)."""
+    shows each at most ``width`` wide (``width`` at least 3: a wide character and the ``…``).
+    ``confusable``: shown as ``printable_rows`` shows a row that reads as another's."""
     span = _CHARACTERS_A_COLUMN * width
-    if len(text) <= span and columns(printable(text)) <= width:
+    if len(text) <= span and columns(printable(text, confusable=confusable)) <= width:
         return text, False
 
     def shown(n: int) -> str:
@@ -544,7 +545,7 @@ def fitted(text: str, width: int) -> tuple[str, bool]:
     lo, hi = 1, min(len(text) - 1, span)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if columns(printable(shown(mid), cut=True)) <= width:
+        if columns(printable(shown(mid), cut=True, confusable=confusable)) <= width:
             lo = mid
         else:
             hi = mid - 1
@@ -911,30 +912,50 @@ def _joins_previous(text: str, n: int) -> bool:
     return bool(kind) and kind in _JAMO_FOLLOWING.get(_hangul_type(before), ())
 
 
-def fitted_row(text: str, cut: bool, width: int) -> tuple[str, bool]:
+def fitted_row(text: str, cut: bool, width: int, confusable: bool = False
+               ) -> tuple[str, bool]:
     """A row ``(text, cut)`` of ``printable_rows`` shown in at most ``width`` columns
     (``fitted``), a cut prefix (``Decoded.shown_cut``) too: one wider is cut further, to the
     beginning of its text that fits with its ``…``. Either is cut between grapheme clusters
     (not between a flag's two letters, a letter and its marks, an emoji and its joiner), unless
     the first cluster is itself wider (a letter under 500 marks): then between two of its
-    characters, whose escapes are never split."""
+    characters, whose escapes are never split. ``confusable``: as ``fitted``."""
     if not cut:
-        if not fitted(text, width)[1]:
+        if not fitted(text, width, confusable)[1]:
             return text, False
         body = text
     else:
-        if columns(printable(text, cut=True)) <= width:
+        if columns(printable(text, cut=True, confusable=confusable)) <= width:
             return text, True
         body = cut_item(text)
     # (a cluster's start may show wider than the characters after it, a joiner before the …
     # escaped: narrow until it fits)
     for narrower in range(width, 2, -1):
-        shown, was_cut = fitted(body, narrower)
+        shown, was_cut = fitted(body, narrower, confusable)
         n = len(cut_item(shown)) if was_cut else len(body)
         start = n
         while 0 < start < len(body) and _joins_previous(body, start):
             start -= 1
         shown = cut_text(body[:start or n]) + ELLIPSIS
-        if columns(printable(shown, cut=True)) <= width:
+        if columns(printable(shown, cut=True, confusable=confusable)) <= width:
             return shown, True
     return cut_text(body[:1]) + ELLIPSIS, True
+
+
+def fitted_rows(rows: Sequence[tuple[str, bool]], width: int) -> list[tuple[str, bool]]:
+    """``fitted_row`` of each of a list's rows, such that ``printable_rows`` of them shows
+    each in at most ``width`` columns: a row that reads as another's shows its look-alike
+    characters escaped, each ``\\uXXXX`` six columns or more, so it is fitted again with them
+    counted. Before, ``сосоа…`` beside ``cocoa…``, each cut to 48 columns, showed in 283.
+    The rows of every list shown together (one list's ``context``) are fitted at once."""
+    shown_rows = [fitted_row(text, cut, width) for text, cut in rows]
+    escaped: set[int] = set()
+    while True:
+        # (a row cut shorter may read as the beginning of another, which is escaped then)
+        wide = {i for i, row in enumerate(printable_rows(shown_rows))
+                if columns(row) > width} - escaped
+        if not wide:
+            return shown_rows
+        for i in wide:
+            shown_rows[i] = fitted_row(*shown_rows[i], width, confusable=True)
+        escaped |= wide

@@ -12,6 +12,7 @@ from fedhh.codec.shown import (
     cut_item,
     fitted,
     fitted_row,
+    fitted_rows,
     printable,
     printable_rows,
 )
@@ -106,3 +107,29 @@ def test_a_first_cluster_wider_than_the_column_is_cut_inside_it() -> None:
     shown = printable_rows([row])[0]
     assert row[1] and shown == "q\u0334\u0335\u0336\u0337\\u0338\\u0334\\u0335…"
     assert columns(shown) <= 24
+
+
+# (Latin, its Cyrillic and Greek look-alikes, a mark UTS #39 maps, a wide character)
+_LOOKALIKE_LETTERS = "coaxpeсоахреοα\u0619東"
+
+
+@pytest.mark.parametrize("width", [24, 48])
+def test_rows_that_read_alike_are_fitted_with_their_escapes(width: int) -> None:
+    """A row that reads as another's shows its look-alike characters escaped, six columns
+    each or more: it is cut to the column with them counted. Before, ``сосоа`` * 20 beside
+    ``cocoa`` * 20, each cut to 48 columns, showed in 283."""
+    import random
+
+    rng = random.Random(20261206)
+    for _ in range(60):
+        items = ["".join(rng.choice(_LOOKALIKE_LETTERS) for _ in range(rng.randrange(4, 90)))
+                 for _ in range(rng.randrange(2, 8))]
+        items += ["сосоа" * 20, "cocoa" * 20]  # (at least one pair that reads alike)
+        rows = [(item, rng.random() < 0.3) for item in items]
+        fitted_list = fitted_rows(rows, width)
+        for (item, cut), row, shown in zip(rows, fitted_list, printable_rows(fitted_list),
+                                           strict=True):
+            assert columns(shown) <= width, (item, row, shown)
+            # (a row stays the beginning of its item, and a cut one says it is cut)
+            whole = cut_item(item) if cut else item
+            assert row == (item, cut) or (row[1] and whole.startswith(cut_item(row[0])))
