@@ -9,14 +9,18 @@ coordinator's polls of its aggregator and store, its charge's tries, a combiner'
 workers, the PostgreSQL and state-folder locks' polls), the Dask scheduler's connect and the
 devices' retried calls (``fedhh.rpc.participation.RetryPolicy``). Before, each service loop
 doubled its own pause to its own cap, and only the selector's drew a jitter. The random source
-is not a secret (a pause tells nothing of the data); a seeded one may be given, for tests."""
+is not a secret (a pause tells nothing of the data); a seeded one may be given, for tests.
+
+``Holdoff`` is the other shape: no loop that sleeps, but calls that fail at once for a while
+after a try failed (the stores' reconnections and lock waits), the while doubling as base * 2^n
+does here. It draws no jitter: one process's calls, not a crowd of peers, meet its end."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 
-__all__ = ["Backoff", "full_jitter"]
+__all__ = ["Backoff", "Holdoff", "full_jitter"]
 
 # A process's draws when a caller gives no source of its own (thread-safe: one C call a draw).
 JITTER = random.Random()
@@ -64,3 +68,31 @@ class Backoff:
     async def sleep(self) -> None:
         """Wait the next pause (``asyncio.sleep``: a cancel ends it)."""
         await asyncio.sleep(self.pause())
+
+
+class Holdoff:
+    """How long something that failed is not tried again (its callers fail at once meanwhile):
+    ``base_s`` after a failure, doubling with each failure that follows, to ``cap_s``
+    (``_ceiling``, as a ``Backoff``'s bound); a success starts again from ``base_s``. The
+    caller gives the time (``now``, of one monotonic clock), so a store keeps its own clock as
+    its tests' seam."""
+
+    def __init__(self, base_s: float, cap_s: float) -> None:
+        _ceiling(base_s, cap_s, 0)
+        self.base_s, self.cap_s = base_s, cap_s
+        self.failures = 0
+        self.until = 0.0  # nothing is held off while the clock is at or past it
+        self.length_s = 0.0  # the last hold's (0: none since the last success)
+
+    def held(self, now: float) -> bool:
+        return now < self.until
+
+    def failed(self, now: float) -> float:
+        """Hold off from ``now`` for the next length, and return it."""
+        self.length_s = _ceiling(self.base_s, self.cap_s, self.failures)
+        self.failures += 1
+        self.until = now + self.length_s
+        return self.length_s
+
+    def succeeded(self) -> None:
+        self.failures, self.until, self.length_s = 0, 0.0, 0.0

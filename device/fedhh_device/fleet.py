@@ -59,12 +59,13 @@ log = logging.getLogger(__name__)
 # shed calls' retries, 37 calls per device a round at 50,000). Stopping does not wait for it
 # (the run task is cancelled).
 GET_TASK_WAIT_MS = 30 * 60_000
-# A failed GetTask is asked again after a full-jitter exponential backoff: of up to a minute
-# when the coordinator shed the call (CANCELLED: its backlog was full; RESOURCE_EXHAUSTED), of
-# up to 10 s otherwise (an unreachable coordinator: the channel's reconnection backoff paces
-# those calls already). With at most 10 s (+-50%) for all, 50,000 devices checking in at once
-# kept 33,000 of them in a loop of shed calls whose cost starved the coordinator (39 of 40
-# probe calls were shed four minutes into check-in).
+# A failed GetTask (or enrolment call, ``Fleet._retry``) is made again after a full-jitter
+# exponential backoff (``retry_pause``): of up to a minute when the coordinator shed the call
+# (CANCELLED: its backlog was full; RESOURCE_EXHAUSTED), of up to 10 s otherwise (an
+# unreachable coordinator: the channel's reconnection backoff paces those calls already). With
+# at most 10 s (+-50%) for all, 50,000 devices checking in at once kept 33,000 of them in a
+# loop of shed calls whose cost starved the coordinator (39 of 40 probe calls were shed four
+# minutes into check-in).
 # (Both caps hold for every try: RetryPolicy's patient cap, 30 s, raised the unreachable one
 # from the 5th failure on, so after a coordinator restart the devices came back over 33 s, and
 # its first 10 s check-in held 82 of 200.)
@@ -73,6 +74,14 @@ GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0,
 GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0,
                                   patient_max_backoff_s=60.0)
 _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+def retry_pause(code: grpc.StatusCode, failures: int, rng: random.Random) -> float:
+    """The pause before a call that failed with ``code`` (after ``failures`` failures before
+    it) is made again."""
+    return (GET_TASK_SHED_RETRY if code in _SHED else GET_TASK_RETRY).backoff(failures, rng)
+
+
 # A GetTask answered without a task (its retry_after_ms), or with nothing new (a task refused,
 # or one this device has done), is asked again after the wait the coordinator asks for, at
 # least NO_TASK_FLOOR_S and at most NO_TASK_MAX_WAIT_S, plus up to half of it again (jitter).
@@ -471,8 +480,7 @@ class Fleet:
                     return
                 if failure.code() == grpc.StatusCode.UNAVAILABLE:
                     self._next_stub(user)
-                retry = GET_TASK_SHED_RETRY if failure.code() in _SHED else GET_TASK_RETRY
-                await self._pause(retry.backoff(failures, self._jitter))
+                await self._pause(retry_pause(failure.code(), failures, self._jitter))
                 failures += 1
                 continue
             failures = 0
@@ -597,9 +605,6 @@ class Fleet:
         for channel, _ in self._aggregators.values():
             await channel.close()
 
-    async def _sleep(self, seconds: float) -> None:
-        await self._pause(seconds * (0.5 + self._jitter.random()))
-
     async def _pause(self, seconds: float) -> None:
         """``seconds``, or until ``stop`` is set."""
         if self.stop.is_set():
@@ -627,7 +632,7 @@ class Fleet:
         unreachable, slow, or says to come back later (RESOURCE_EXHAUSTED: its enrolment
         rate limit, per peer address, which every device of one host or NAT shares; they
         stopped at the first refusal, so ``fedhh up`` with more than 2,000 users failed)."""
-        backoff = 0.2
+        failures = 0
         while True:
             try:
                 return await call()
@@ -639,5 +644,5 @@ class Fleet:
                     raise
                 if user is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
                     self._next_stub(user)
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 60.0 if error.code() in _SHED else 10.0)
+                await self._pause(retry_pause(error.code(), failures, self._jitter))
+                failures += 1

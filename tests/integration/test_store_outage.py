@@ -104,7 +104,7 @@ def test_reconnections_to_a_database_that_stays_away_are_spaced(tmp_path: Path) 
                     with pytest.raises(StoreUnavailable, match="the database is unavailable"):
                         db.query("SELECT 1")
                     assert len(tries) == before + 1
-                    pause = db._retry_at - now[0]
+                    pause = db._reconnect.until - now[0]
                     pauses.append(pause)
                     now[0] += pause - 0.01  # within the pause: failed at once, not tried
                     with pytest.raises(StoreUnavailable, match="the database is unavailable"):
@@ -117,6 +117,6 @@ def test_reconnections_to_a_database_that_stays_away_are_spaced(tmp_path: Path) 
             now[0] += RECONNECT_PAUSE_MAX_S
             assert db.query("SELECT 1") == [(1,)]
             # back: the next outage starts again from 1 s
-            assert (db._down, db._pause_s) == ("", 0.0)
+            assert (db._down, db._reconnect.failures) == ("", 0)
         finally:
             db.close()

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from fedhh import backoff
-from fedhh.backoff import Backoff, full_jitter
+from fedhh.backoff import Backoff, Holdoff, full_jitter
 from fedhh.rpc.participation import RetryPolicy
 
 
@@ -73,6 +73,27 @@ def test_sleep_waits_the_drawn_pause(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_bound_below_zero_is_refused_at_once(base: float, cap: float) -> None:
     with pytest.raises(ValueError, match="a backoff needs base, cap and tries >= 0"):
         Backoff(base, cap)
+    with pytest.raises(ValueError, match="a backoff needs base, cap and tries >= 0"):
+        Holdoff(base, cap)
+
+
+def test_a_holdoff_doubles_with_each_failure_to_its_cap_and_ends_on_a_success() -> None:
+    """The stores' fail-at-once windows (a reconnection, a lock wait): held from a failure for
+    base * 2^n to the cap, exactly (no jitter), and over at its end or at a success."""
+    held = Holdoff(1.0, 30.0)
+    assert not held.held(0.0) and held.length_s == 0.0
+    now, lengths = 100.0, []
+    for _ in range(8):
+        lengths.append(held.failed(now))
+        assert held.held(now + lengths[-1] - 1e-9) and not held.held(now + lengths[-1])
+        now += lengths[-1]
+    assert lengths == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert held.length_s == 30.0
+    held.failed(now)
+    held.succeeded()
+    assert not held.held(now) and held.length_s == 0.0 and held.failed(now) == 1.0
+    held.failures = 10_000  # (days of an outage: the doubling stops at the cap)
+    assert held.failed(now) == 30.0
 
 
 def test_the_devices_retries_draw_from_the_same_formula() -> None:

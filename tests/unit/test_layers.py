@@ -1143,7 +1143,10 @@ def test_the_privacy_face_loads_neither_scipy_nor_dp_accounting(tmp_path: Path) 
 
 # docs/architecture.md, the one-piece table's ``backoff.Backoff``: a retry loop's pauses are
 # drawn from it (full jitter), not doubled by hand beside a sleep, where no jitter was drawn and
-# each loop had its own caps. Before, five service loops doubled their own pause.
+# each loop had its own caps. Before, five service loops doubled their own pause. And a value
+# doubled up to a cap (``min(2 * x, cap)``) is a pause's growth wherever it is: the stores'
+# fail-at-once windows (``backoff.Holdoff``) and the devices' enrolment retries, whose pause a
+# method of their own slept, each doubled theirs so.
 BACKOFF = "fedhh.backoff"
 
 
@@ -1160,9 +1163,16 @@ def _doubles(node: ast.AST) -> bool:
                for n in ast.walk(node.value))
 
 
+def _capped_doubling(node: ast.AST) -> bool:
+    """``min(2 * x, cap)`` (either side, any argument)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "min" and any(_doubles(ast.Assign(targets=[], value=arg))
+                                          for arg in node.args)
+
+
 def hand_written_backoffs(root: Path) -> list[str]:
-    """Each function, outside ``BACKOFF``, that sleeps and doubles a value: a retry loop's
-    pause written by hand."""
+    """Each function, outside ``BACKOFF``, that sleeps and doubles a value, or doubles one up to
+    a cap: a retry loop's pause, or a fail-at-once window, written by hand."""
     found = []
     for name, path in module_names(root).items():
         if name == BACKOFF:
@@ -1171,6 +1181,11 @@ def hand_written_backoffs(root: Path) -> list[str]:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             inner = list(ast.walk(node))
+            capped = [n.lineno for n in inner if _capped_doubling(n)]
+            if capped:
+                found.append(f"{path.relative_to(root)}:{capped[0]} doubles a pause to a cap by "
+                             f"hand in {node.name}")
+                continue
             sleeps = any(isinstance(n, ast.Call) and (
                 (isinstance(n.func, ast.Attribute) and n.func.attr == "sleep")
                 or (isinstance(n.func, ast.Name) and n.func.id == "sleep")) for n in inner)
@@ -1190,8 +1205,19 @@ def test_every_retry_pause_is_drawn_from_the_one_backoff(tmp_path: Path) -> None
         "aggregator/fedhh_aggregator/wait.py":
             "import time\n\n\ndef wait(f, d=1.0):\n    while not f():\n        time.sleep(d)\n"
             "        d *= 2\n",
+        "server/fedhh_coordinator/db/store.py":
+            "class Store:\n    def failed(self, now):\n        self.pause_s = "
+            "min(self.pause_s * 2, 30.0) if self.pause_s else 1.0\n"
+            "        self.until = now + self.pause_s\n",
+        "device/fedhh_device/calls.py":
+            "async def retry(call, pause):\n    p = 0.2\n    while True:\n"
+            "        try:\n            return await call()\n        except OSError:\n"
+            "            await pause(p)\n            p = min(2 * p, 10.0)\n",
         "fedhh/backoff.py":
-            "import asyncio\n\n\nasync def sleep(c):\n    await asyncio.sleep(c * 2)\n"})
+            "import asyncio\n\n\nasync def sleep(c):\n    await asyncio.sleep(c * 2)\n\n\n"
+            "def grow(n, cap):\n    return min(2 * n, cap)\n"})
     assert sorted(hand_written_backoffs(tmp_path)) == [
         "aggregator/fedhh_aggregator/wait.py:7 doubles a pause by hand in wait",
-        "server/fedhh_coordinator/poll.py:8 doubles a pause by hand in poll"]
+        "device/fedhh_device/calls.py:8 doubles a pause to a cap by hand in retry",
+        "server/fedhh_coordinator/db/store.py:3 doubles a pause to a cap by hand in failed",
+        "server/fedhh_coordinator/poll.py:8 doubles a pause to a cap by hand in poll"]

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from fedhh.backoff import Backoff
+from fedhh.backoff import Backoff, Holdoff
 from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import (
     Cursor,
@@ -126,11 +126,9 @@ class PostgresDatabase:
         self.selector = selector
         self._lock = threading.Lock()
         self._down = ""  # why the last reconnection failed ("": none failed)
-        self._retry_at = 0.0  # no reconnection before this (``_clock``)
-        self._pause_s = 0.0  # the last pause after a failed reconnection (0: none failed)
+        self._reconnect = Holdoff(RECONNECT_PAUSE_S, RECONNECT_PAUSE_MAX_S)  # (``_clock``'s)
         self._clock = time.monotonic  # (a test's own)
-        self._lock_wait_until = 0.0  # while the clock is below it, statements do not wait
-        self._lock_pause_s = 0.0
+        self._lock_pause = Holdoff(LOCK_PAUSE_S, LOCK_PAUSE_MAX_S)  # while held: no waits
         self._lock_waiting = True  # the connection's lock_timeout is LOCK_WAIT_MS (else 1 ms)
         self._conn = self._connect(at_start=True)
         try:
@@ -195,7 +193,7 @@ class PostgresDatabase:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn.closed or self._conn.broken:
-            if self._clock() < self._retry_at:
+            if self._reconnect.held(self._clock()):
                 # a reconnection failed a moment ago: fail at once rather than block the
                 # caller (the event loop: every device's call) on another connect
                 raise StoreUnavailable(f"the database is unavailable: {self._down}")
@@ -212,20 +210,19 @@ class PostgresDatabase:
                               "it is back", extra={"database": self.location,
                                                    "error": str(error)})
                 self._down = str(error)
-                self._pause_s = min(2 * self._pause_s, RECONNECT_PAUSE_MAX_S) \
-                    if self._pause_s else RECONNECT_PAUSE_S
-                self._retry_at = self._clock() + self._pause_s
+                self._reconnect.failed(self._clock())
                 raise StoreUnavailable(f"the database is unavailable: {error}") from None
             if self._down:
                 log.warning("the database is back", extra={"database": self.location})
-            self._down, self._retry_at, self._pause_s = "", 0.0, 0.0
+            self._down = ""
+            self._reconnect.succeeded()
         return self._conn
 
     def _waiting_connection(self) -> psycopg.Connection[Any]:
         """The connection, its lock_timeout set for now: ``LOCK_WAIT_MS``, or 1 ms during a
         pause (module constants; 0 would be no timeout at all)."""
         conn = self._connection()
-        waiting = self._clock() >= self._lock_wait_until
+        waiting = not self._lock_pause.held(self._clock())
         if waiting != self._lock_waiting:
             conn.execute(f"SET lock_timeout = {LOCK_WAIT_MS if waiting else 1}")
             self._lock_waiting = waiting
@@ -236,13 +233,11 @@ class PostgresDatabase:
             self._drop_if_unusable(error)
             return StoreUnavailable(f"the database failed: {_first_line(error)}")
         if self._lock_waiting:  # (a statement of a pause that found the lock held: it goes on)
-            self._lock_pause_s = min(2 * self._lock_pause_s, LOCK_PAUSE_MAX_S) \
-                if self._lock_pause_s else LOCK_PAUSE_S
-            self._lock_wait_until = self._clock() + self._lock_pause_s
+            self._lock_pause.failed(self._clock())
         return StoreUnavailable(
             f"the database failed: {_first_line(error)} (another session holds a lock the "
-            f"store needs; statements fail at once for {self._lock_pause_s:g} s unless it is "
-            f"free)")
+            f"store needs; statements fail at once for {self._lock_pause.length_s:g} s unless "
+            f"it is free)")
 
     def _drop_if_unusable(self, error: psycopg.OperationalError) -> None:
         """Close the connection when ``error`` leaves it unusable, so that the next call
@@ -269,7 +264,7 @@ class PostgresDatabase:
                 raise self._failed(error) from None
             except _CORRUPT_ERRORS as error:  # (rolled back: nothing of it was written)
                 raise corrupt(self.location, self.url, error) from None
-            self._lock_pause_s, self._lock_wait_until = 0.0, 0.0
+            self._lock_pause.succeeded()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fedhh.backoff import Holdoff
 from fedhh.errors import ConfigError
 from fedhh.output_paths import check_parent_folder
 from fedhh_coordinator.db.interface import Cursor, StoreCorrupt, StoreUnavailable, Transaction
@@ -39,8 +40,8 @@ _BUSY_CODES = frozenset({5, 6})
 # admin calls against a locked file took 20 s, and health checks went 10 s unanswered.
 BUSY_TIMEOUT_S = 1.0
 # After a wait ran out, statements do not wait at all (they run at once if the lock is free,
-# else fail at once) for a pause: 1 s, doubling while the lock stays held, to 30 s; as the
-# PostgreSQL store pauses its reconnections (``db.postgres.RECONNECT_PAUSE_S``).
+# else fail at once) for a pause: 1 s, doubling while the lock stays held, to 30 s
+# (``fedhh.backoff.Holdoff``, as the PostgreSQL store's reconnections and lock waits).
 BUSY_PAUSE_S = 1.0
 BUSY_PAUSE_MAX_S = 30.0
 
@@ -101,8 +102,7 @@ class SqliteDatabase:
         """``create``: make the schema in a new database (a selector, which reads the
         coordinator's store, refuses one instead)."""
         self._clock = clock
-        self._busy_until = 0.0  # while the clock is below it, statements do not wait
-        self._busy_pause_s = 0.0
+        self._busy = Holdoff(BUSY_PAUSE_S, BUSY_PAUSE_MAX_S)  # while held, statements do not wait
         self._waiting = True
         self.location = str(path)
         if self.location != ":memory:":
@@ -146,7 +146,7 @@ class SqliteDatabase:
         """Wait for a lock up to ``BUSY_TIMEOUT_S``, or not at all during a pause (module
         constants): a file locked by another process for long blocks the event loop for one
         wait per pause, not one per statement."""
-        waiting = self._clock() >= self._busy_until
+        waiting = not self._busy.held(self._clock())
         if waiting != self._waiting:
             wait_ms = int(BUSY_TIMEOUT_S * 1000) if waiting else 0
             self._db.execute(f"PRAGMA busy_timeout = {wait_ms}")
@@ -162,16 +162,10 @@ class SqliteDatabase:
         if code is None or code & 0xFF not in _BUSY_CODES:
             return unavailable(error)
         if self._waiting:  # (a statement of a pause that found the lock held: the pause goes on)
-            self._busy_pause_s = min(2 * self._busy_pause_s, BUSY_PAUSE_MAX_S) \
-                if self._busy_pause_s else BUSY_PAUSE_S
-            self._busy_until = self._clock() + self._busy_pause_s
+            self._busy.failed(self._clock())
         return StoreUnavailable(
             f"the database failed: {error} (another process holds its lock; statements fail "
-            f"at once for {self._busy_pause_s:g} s unless it is free)")
-
-    def _succeeded(self) -> None:
-        self._busy_pause_s = 0.0
-        self._busy_until = 0.0
+            f"at once for {self._busy.length_s:g} s unless it is free)")
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -190,7 +184,7 @@ class SqliteDatabase:
                 if isinstance(error, sqlite3.DatabaseError):
                     raise self._failed(error) from None
                 raise
-            self._succeeded()
+            self._busy.succeeded()
 
     def _rollback(self, error: BaseException) -> None:
         """Roll back after ``error``; on a damaged file the rollback may fail too, and then
