@@ -18,11 +18,13 @@ tests/web/test_web_discovery.py). Reported per web device and round:
 * the round's wall time as the coordinator saw it.
 
 ``--rounds`` rounds are run, one run each, so the page's first (cold) round is reported
-apart from the later (warm) ones. Each round needs every device (min_devices = ``--total``),
-and the page's devices stop after ``--rounds`` tasks, one an attempt: an attempt that aborts (a
-device late on a loaded machine: give more ``--stage-ms``) spends one of them, so the page sits
-out the last run's attempts (with ``--rounds 1``, the run's later attempts), which abort with
-``--total`` - ``--web`` devices, and the bench stops there with the coordinator's log.
+apart from the later (warm) ones. Each round needs every device (min_devices = ``--total``).
+The page's devices check in until the bench stops them, after the runs: an attempt that aborts
+(a device late on a loaded machine: give more ``--stage-ms``) is made again with the page's
+devices in it, as with the Python devices, and only the attempts that released are reported.
+Before, the page's devices stopped after ``--rounds`` tasks, one an attempt, so an aborted
+attempt left the last run's later attempts without them, each aborting with ``--total`` -
+``--web`` devices. A run that fails still ends the bench, with the coordinator's log.
 
 Usage (from the repository root, Node >= 20.19, chromium and chromedriver installed):
     python bench/bench_web_device.py            # -> docs/benchmarks/web-device.md
@@ -47,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,7 @@ from fedhh.rpc.admin_client import AdminClient  # noqa: E402
 from fedhh.rpc.run_config import from_proto  # noqa: E402
 from fedhh.rpc.topology import LocalTopology  # noqa: E402
 from fedhh.v1 import coordinator_pb2 as pb  # noqa: E402
+from fedhh_device.secagg_run import Floors  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks" / "web-device.md"
 STEPS = ("config", "report", "advertise", "shares", "masked", "consistency", "unmask")
@@ -83,6 +87,18 @@ def _host(address: str, user: int) -> str:
     return f"https://d{user}.{HOSTS}:{address.rsplit(':', 1)[1]}"
 
 
+def _fleet(coordinator: str, aggregator: str, users: range, tokens: list[str],
+           items: list[list[str]], counts: list[list[int]]) -> dict[str, Any]:
+    """The page's fleet (test/web_devices.ts ``Fleet``), given the two Connect addresses: each
+    web device under its own host name, checking in until the bench stops it (fedhhStop), so
+    it takes part in every attempt of every run, an attempt made again among them."""
+    return {"coordinator": f"https://{coordinator}", "aggregator": f"https://{aggregator}",
+            "coordinators": [_host(coordinator, u) for u in users],
+            "aggregators": [_host(aggregator, u) for u in users],
+            "tokens": tokens, "items": items, "counts": counts,
+            "timings": True, "untilStopped": True}
+
+
 def _config(total: int, dimension_bits: int, stage_ms: int) -> pb.RunConfig:
     """Each round's run: every one of ``total`` devices needed (min_devices = total)."""
     return run_config(rounds=1, max_bits=dimension_bits, dim_limit=1 << dimension_bits,
@@ -90,11 +106,18 @@ def _config(total: int, dimension_bits: int, stage_ms: int) -> pb.RunConfig:
 
 
 def _refusal(total: int, dimension_bits: int, stage_ms: int) -> str | None:
-    """Why the coordinator would refuse the run (its own check of a run's config), or None."""
+    """Why the coordinator would refuse the run (its own check of a run's config), or why
+    every device would refuse its rounds, or None."""
     try:
         from_proto(_config(total, dimension_bits, stage_ms)).validate(Mode.NETWORK)
     except ConfigError as error:
         return str(error)
+    # (n_min is min_devices, --total: below the devices' floor each attempt aborted with no
+    # device in it, five times, before the bench ended on the failed run)
+    if total < (floor := Floors().min_cohort):
+        return (f"every device refuses a round whose n_min (--total, {total}) is below its "
+                f"floor of {floor} (the Python devices' --min-cohort, the web device's "
+                "minCohort)")
     return None
 
 
@@ -137,18 +160,12 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
                 with admin, webkit.chromium("--ignore-certificate-errors",
                                      f"--host-resolver-rules=MAP *.{HOSTS} 127.0.0.1") as browser:
                     held = [dataset.user_items(user) for user in web_users]
-                    fleet = {
-                        "coordinator": f"https://{topo.web_address('coordinator')}",
-                        "aggregator": f"https://{topo.web_address('aggregator')}",
-                        "coordinators": [_host(topo.web_address("coordinator"), u)
-                                         for u in web_users],
-                        "aggregators": [_host(topo.web_address("aggregator"), u)
-                                        for u in web_users],
-                        "tokens": admin.mint_tokens(web),
-                        "items": [[dataset.vocabulary[i] for i in items.tolist()]
-                                  for items, _ in held],
-                        "counts": [[int(c) for c in counts] for _, counts in held],
-                        "timings": True, "tasks": rounds}
+                    fleet = _fleet(topo.web_address("coordinator"),
+                                   topo.web_address("aggregator"), web_users,
+                                   admin.mint_tokens(web),
+                                   [[dataset.vocabulary[i] for i in items.tolist()]
+                                    for items, _ in held],
+                                   [[int(c) for c in counts] for _, counts in held])
                     (root / "fleet.json").write_text(json.dumps(fleet))
                     browser.get(f"{origin}/devices.html")
                     _wait(browser, "return window.fedhhDevices || null", 60)
@@ -184,6 +201,10 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
                         cpu.append(_task_seconds(browser) - before if hidden_s is None else 0.0)
                     browser.switch_to.window(page)
                     visibility = browser.execute_script("return window.fedhhVisibility || null")
+                    attempts = _released_attempts(runs)
+                    _wait(browser, "return window.fedhhDevices", 120,
+                          until=lambda s: "error" in s or _ended(s["tasks"], attempts))
+                    browser.execute_script("window.fedhhStop()")
                     state = _wait(browser, "const s = window.fedhhDevices; "
                                   "return s && (s.results || s.error) ? s : null", 120)
         finally:
@@ -191,17 +212,19 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
             server.server_close()
     if "error" in state:
         raise SystemExit(f"the page failed: {state['error']}")
-    released = []
     for run in runs:
         if run.state != "done":
             raise SystemExit(f"the run failed: {run.error}")
-        released += [r for r in run.rounds if r.state == "released"]
-    tasks = [task for device in state["results"] for task in device["tasks"]]
+    released = [r for run in runs for r in run.rounds if r.state == "released"]
+    own = _released_tasks([device["tasks"] for device in state["results"]],
+                          _released_attempts(runs))
+    tasks = [task for device in own for task in device]
     if not all(t["outcome"] in ("completed", "late") and t["contributed"] for t in tasks):
         raise SystemExit(f"a web device did not complete: {json.dumps(tasks)}")
-    # The first round of each device (cold: the page's code not yet optimised), the others.
-    cold = [device["tasks"][0]["timings"] for device in state["results"]]
-    warm = [t["timings"] for device in state["results"] for t in device["tasks"][1:]]
+    # The first released round of each device (cold: the page's code not yet optimised; an
+    # aborted attempt before it may have warmed part of it), the others.
+    cold = [device[0]["timings"] for device in own]
+    warm = [t["timings"] for device in own for t in device[1:]]
     return {"total": total, "web": web, "rounds": rounds, "cpu_throttle": cpu_throttle,
             "stage_ms": stage_ms, "hidden_s": hidden_s, "visibility": visibility,
             "dimension": released[0].domain_size,
@@ -212,11 +235,37 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
             "main_thread_cpu_ms_per_device": [1000 * c / web for c in cpu]}
 
 
-def _wait(browser: Any, script: str, timeout_s: float) -> Any:
+def _released_attempts(runs: list[Any]) -> set[tuple[str, int, int]]:
+    """(run id, round, attempt) of each attempt that released, as a web task names its own."""
+    return {(run.run_id, r.round, r.attempt) for run in runs for r in run.rounds
+            if r.state == "released"}
+
+
+def _attempt(task: dict[str, Any]) -> tuple[str, int, int]:
+    return (task["runId"], task["round"], task["attempt"])
+
+
+def _ended(tasks: list[list[dict[str, Any]]], released: set[tuple[str, int, int]]) -> bool:
+    """Whether every web device (its ended tasks) has ended its task of each released attempt
+    (every device is in each: min_devices = --total)."""
+    return all(released <= {_attempt(t) for t in device} for device in tasks)
+
+
+def _released_tasks(tasks: list[list[dict[str, Any]]], released: set[tuple[str, int, int]]
+                    ) -> list[list[dict[str, Any]]]:
+    """Each web device's tasks of the attempts that released, in the order it ended them."""
+    return [[t for t in device if _attempt(t) in released] for device in tasks]
+
+
+def _wait(browser: Any, script: str, timeout_s: float,
+          until: Callable[[Any], bool] = bool) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(browser, timeout_s, poll_frequency=0.2).until(
-        lambda driver: driver.execute_script(script))
+    def ready(driver: Any) -> Any:
+        value = driver.execute_script(script)
+        return value if value and until(value) else None
+
+    return WebDriverWait(browser, timeout_s, poll_frequency=0.2).until(ready)
 
 
 def _task_seconds(browser: Any) -> float:

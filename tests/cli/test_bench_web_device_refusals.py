@@ -53,3 +53,18 @@ def test_a_web_count_outside_the_total_is_refused(
         bench.main()
     assert exit_info.value.code == 2
     assert f"--web must be from 1 to --total (40), got {web}" in capsys.readouterr().err
+
+
+def test_a_total_below_the_devices_floor_is_refused_naming_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The coordinator takes --total 33, but every device (Python and web) refuses a round
+    whose n_min is below its floor of 100: before, the bench started everything and the run
+    failed after 5 attempts with no device in them ('bad_config: n_min=33 < floor 100')."""
+    bench = _bench(monkeypatch, ["--total", "33"])
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+    assert exit_info.value.code == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(error) == 1, error
+    assert "is below its floor of 100" in error[0], error
+    assert error[0].endswith("the least --total it takes is 100"), error
