@@ -408,11 +408,13 @@ def _run(args: argparse.Namespace) -> int:
         demo = None
         if dist is not None:
             from fedhh.cli.webdemo import DemoPage
+            from fedhh.rpc.serving import listener_context
             from fedhh.rpc.tls import TlsFiles
 
-            context = (None if args.insecure else
-                       TlsFiles.from_dir(topo.workdir / "tls").server_context("the demo page"))
-            demo = stack.enter_context(DemoPage(dist, context))
+            tls = None if args.insecure else TlsFiles.from_dir(topo.workdir / "tls")
+            # (the page binds 127.0.0.1 at a port of the OS's choice)
+            demo = stack.enter_context(DemoPage(dist, listener_context(
+                tls, "127.0.0.1:0", args.insecure, "the demo page")))
         web_flags = ["--web-listen", "127.0.0.1:0"] if web else []
         if demo is not None:
             web_flags += ["--web-origin", ",".join(demo.origins())]

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from fedhh.rpc.tls import TlsFiles
 
 if TYPE_CHECKING:
+    import ssl
+
     from fedhh.rpc.http_listener import Served
 
 
@@ -96,7 +98,9 @@ class MetricsEndpoint:
             self.renders += 1
         return self._rendered[1]
 
-    async def start(self, port: int, host: str, tls: TlsFiles | None) -> int:
+    async def start(self, port: int, host: str, context: ssl.SSLContext | None) -> int:
+        """Serve on ``host:port``, over TLS with ``context`` (``start_metrics`` takes it from
+        ``serving.listener_context``, as every listener's)."""
         from aiohttp import web  # (only for a service asked to serve its metrics)
         from prometheus_client import REGISTRY
         from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -111,7 +115,6 @@ class MetricsEndpoint:
         app.router.add_get("/{path:.*}", scrape)
         # A request that does not parse is one WARNING without the sender's bytes, as on the
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
-        context = tls.server_context("the metrics endpoint") if tls is not None else None
         self.served = await serve_app(app, "metrics endpoint", context, host, port,
                                       METRICS_HEADERS,
                                       default_connections=METRICS_CONNECTIONS,
@@ -132,16 +135,18 @@ async def start_metrics(port: int | None, host: str = "127.0.0.1",
     endpoint's port is None), over HTTPS with the service's certificate when it has one, like
     every other listener; ``close()`` it at shutdown. A service that has certificates but runs
     without them (``--insecure``) serves plaintext on loopback only, as its other listeners
-    do (``serving.check_plaintext_listener``, the one rule: before, a copy here, worded its
-    own way); a device process (``has_certificate=False``) has none to serve with."""
-    from fedhh.rpc.serving import check_plaintext_listener, host_port
+    do (``serving.listener_context``, the one rule: before, a copy here, worded its own way,
+    and the TLS context made here too); a device process (``has_certificate=False``) has none
+    to serve with, and serves its counts in plaintext wherever it is asked to
+    (docs/threat-model.md says why)."""
+    from fedhh.rpc.serving import host_port, listener_context
 
-    if port is not None and tls is None and has_certificate:
-        # (without TLS files a service runs only with --insecure: it would not start otherwise)
-        check_plaintext_listener(host_port(host, port), True, "the metrics (--metrics-host)")
     endpoint = MetricsEndpoint()
     if port is not None:
-        await endpoint.start(port, host, tls)
+        # (without TLS files a service runs only with --insecure: it would not start otherwise)
+        context = listener_context(tls, host_port(host, port), True,
+                                   "the metrics (--metrics-host)") if has_certificate else None
+        await endpoint.start(port, host, context)
     return endpoint
 
 

@@ -984,6 +984,32 @@ def test_a_tls_peer_is_checked_but_where_the_one_piece_says(tmp_path: Path) -> N
         "fedhh/rpc/connect_client.py:8 uses ssl._create_unverified_context"]
 
 
+# docs/architecture.md, the one-piece table's ``serving.listener_context``: a listener's TLS
+# context (a service's certificate, or plaintext where asked for on loopback) is decided there.
+# Before, the metrics endpoint and ``fedhh up``'s demo page each made theirs.
+LISTENER_CONTEXT = "fedhh.rpc.serving"
+
+
+def own_listener_contexts(root: Path) -> list[str]:
+    """Each call of a ``server_context`` outside ``LISTENER_CONTEXT``."""
+    return [f"{path.relative_to(root)}:{node.lineno} makes a listener's TLS context"
+            for name, path in module_names(root).items() if name != LISTENER_CONTEXT
+            for node in walked(path)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "server_context"]
+
+
+def test_a_listeners_tls_context_is_decided_in_the_one_piece(tmp_path: Path) -> None:
+    assert own_listener_contexts(ROOT) == []
+    write_tree(tmp_path, {
+        "fedhh/rpc/observability.py":
+            "def start(tls):\n    return tls.server_context('x') if tls else None\n",
+        "fedhh/rpc/serving.py":
+            "def listener_context(tls, what):\n    return tls.server_context(what)\n"})
+    assert own_listener_contexts(tmp_path) == [
+        "fedhh/rpc/observability.py:2 makes a listener's TLS context"]
+
+
 # docs/architecture.md, the one-piece table's ``serving.check_start``: each process that
 # listens or writes a ready file refuses its TLS files, ready file and listeners there, in the
 # function that checks its start.
