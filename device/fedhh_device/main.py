@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from fedhh.output_paths import (
     check_parent_folder,
 )
 from fedhh.rpc import serving, task_census
+from fedhh.rpc.channel_pool import StubPool
 from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
 from fedhh.rpc.framed.client import FramedChannel, FramedStub, client_context
@@ -103,14 +105,15 @@ def coordinator_stubs(args: argparse.Namespace, make_channel: Callable[[str], An
                       ) -> tuple[list[Any], list[Any]]:
     """The device service at each --coordinator address: on its framed port where the
     address names one and --task-transport is framed (its gRPC stub the fallback), else over
-    gRPC; and what to close at the end."""
+    gRPC, on a connection per --devices-per-connection calls in flight (the service caps its
+    streams per connection); and what to close at the end."""
     stubs: list[Any] = []
     closing: list[Any] = []
     context = None
     for address, framed in coordinator_addresses(args.coordinator):
-        channel = make_channel(address)
-        closing.append(channel)
-        stub = DeviceServiceStub(channel)
+        stub = StubPool(functools.partial(make_channel, address), DeviceServiceStub,
+                        [method.name for method in DEVICES.methods], args.devices_per_connection)
+        closing.append(stub)
         if framed and args.task_transport == "framed":
             if context is None:
                 context = framed_context(args)

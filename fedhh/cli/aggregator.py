@@ -64,9 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "forgets every round); only its last folder is made, its parent must "
                         "exist")
     options.add_outcome_options(p)
-    p.add_argument("--max-streams-per-connection", type=options.positive_int, default=4096,
-                   help="concurrent calls one client connection may have open (default: 4096;"
-                        " a device process multiplexes its devices over one connection)")
+    options.add_stream_cap_option(p, options.AGGREGATOR_STREAMS_PER_CONNECTION)
     p.add_argument("--max-unopened-sessions", type=options.positive_int, default=1 << 17,
                    help="session streams whose device has not sent its open yet, held at "
                         "once (default: 131072; one more is refused UNAVAILABLE, and devices "

@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one-time enrollment tokens to accept, one per line (imported at start; "
                         "only their hashes are stored)")
     options.add_enrollment_options(p)
+    options.add_stream_cap_option(p, options.DEVICE_SERVICE_STREAMS_PER_CONNECTION)
     p.add_argument("--lifetime-eps", type=options.positive_float, default=10.0,
                    help="each device's aggregate epsilon across runs per period (default 10)")
     p.add_argument("--lifetime-delta", type=options.open_unit, default=1e-5,

@@ -68,10 +68,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "device processes inherit)")
     p.add_argument("--devices-per-connection", type=options.positive_int, default=1024,
                    metavar="N",
-                   help="simulated devices that share one gRPC connection to an aggregator "
-                        "(default 1024): each holds a stream there for its whole session, and "
-                        "an aggregator admits --max-streams-per-connection (4096) streams on a "
-                        "connection")
+                   help="simulated devices that share one gRPC connection to an aggregator, "
+                        "and calls in flight on one gRPC connection to a coordinator or "
+                        "selector (default 1024): a device holds a stream at an aggregator for "
+                        "its whole session, and one at the coordinator for each GetTask "
+                        "long-poll; an aggregator admits --max-streams-per-connection (4096) "
+                        "streams on a connection, a coordinator or selector 2048")
     p.add_argument("--opens-in-flight", type=options.positive_int, default=256, metavar="N",
                    help="simulated devices whose session streams may be opening at once "
                         "(default 256): an opening device answers its aggregator's challenge "

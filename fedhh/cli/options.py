@@ -413,6 +413,30 @@ def add_enrollment_options(parser: argparse.ArgumentParser) -> None:
                         help="enrollments allowed in a burst (default 2000)")
 
 
+# Concurrent calls (HTTP/2 streams) one client connection may hold on a service's gRPC port
+# (--max-streams-per-connection). The cap bounds what a flood of streams opened and reset at once
+# holds (docs/threat-model.md, "HTTP/2 rapid reset"; a coordinator's RSS after four floods of
+# 85,000 on one connection: 136 -> 728 MB with no cap, 238 MB with 4,096, 183 MB with 2,048),
+# and must sit above the calls a device process puts on one connection (--devices-per-connection,
+# 1,024). At an aggregator a device's session stream stays open for its round and may be
+# reopened; at the coordinator or a selector a device has at most one call (its GetTask
+# long-poll, or its Enroll), so half the aggregator's cap leaves it twice its fleet's share.
+AGGREGATOR_STREAMS_PER_CONNECTION = 4096
+DEVICE_SERVICE_STREAMS_PER_CONNECTION = 2048
+
+
+def add_stream_cap_option(parser: argparse.ArgumentParser, default: int) -> None:
+    """--max-streams-per-connection of a service whose gRPC port devices reach (the
+    coordinator, a selector, an aggregator), ``default`` by default."""
+    parser.add_argument("--max-streams-per-connection", type=positive_int, default=default,
+                        metavar="N",
+                        help="concurrent calls one client connection may have open on the gRPC "
+                             f"port (default: {default}; further calls wait for a stream; a "
+                             "device process spreads its devices over a connection per "
+                             "--devices-per-connection of them; the cap bounds the memory a "
+                             "flood of reset streams takes, docs/threat-model.md)")
+
+
 def add_outcome_options(parser: argparse.ArgumentParser) -> None:
     """How far ahead an aggregation service (an aggregator, the combiner) takes a round's last
     deadline, and how long it remembers its finished rounds for GetOutcome; both check the

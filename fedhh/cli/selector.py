@@ -44,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # (before: selectors attached with the control token, which the aggregation workers hold)
     p.add_argument("--control-token-file", help=argparse.SUPPRESS)
     options.add_enrollment_options(p)
+    options.add_stream_cap_option(p, options.DEVICE_SERVICE_STREAMS_PER_CONNECTION)
     options.add_service_options(p, "Prometheus port (0: any)")
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     options.add_framed_options(p, "the device calls (fedhh.v1.DeviceService: GetTask, "

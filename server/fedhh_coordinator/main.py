@@ -361,8 +361,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                              "/fedhh.v1.AdminService/": admin.authenticate,
                              "/fedhh.v1.SelectorControl/": hub.authenticate}
-        server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
-                                    credential_checks=credential_checks)
+        server = serving.new_server(MAX_RECEIVE_BYTES, args.max_streams_per_connection,
+                                    SERVER_OPTIONS, credential_checks)
         pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
         pb_grpc.add_AdminServiceServicer_to_server(admin, server)
         pb_grpc.add_SelectorControlServicer_to_server(hub, server)

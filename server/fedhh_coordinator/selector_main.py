@@ -117,8 +117,8 @@ async def serve(args: argparse.Namespace) -> None:
         devices = DeviceService(store, lobby, public, verifier,
                                 RateLimiter(args.enroll_rate, args.enroll_burst))
         credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate}
-        server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
-                                    credential_checks=credential_checks)
+        server = serving.new_server(MAX_RECEIVE_BYTES, args.max_streams_per_connection,
+                                    SERVER_OPTIONS, credential_checks)
         pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
         health = serving.add_health_and_reflection(server, SERVICES)
         # (PEER_OPTIONS: the stream to a restarted leader is made again within RETURN_S, as

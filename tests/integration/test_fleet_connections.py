@@ -8,7 +8,10 @@ counted by port in the aggregator's metrics); where the task names a session por
 serves (a firewall that lets only the gRPC port through), the devices fall back on the gRPC
 stream and the round releases all the same. The devices' task calls (and enrolments) go the
 same way: to the coordinator's framed port, which --coordinator names, by default; over gRPC
-when asked; over gRPC again when the framed port named cannot be reached."""
+when asked; over gRPC again when the framed port named cannot be reached. Over gRPC each
+device's GetTask long-poll holds a stream at the coordinator, which caps them per connection
+as the aggregator does: the fleet spreads them over connections alike (before, all 200 on one
+connection, 32 served at once, the rest queued behind polls that waited out the check-in)."""
 
 from __future__ import annotations
 
@@ -55,7 +58,9 @@ def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
         topo.start_aggregator(["--max-streams-per-connection", "32", "--metrics-port", "0"])
         unreachable = (["--aggregator-session-address", f"127.0.0.1:{no_session}"]
                        if transport == "framed-unreachable" else [])
-        topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable, "--metrics-port", "0"])
+        # (the coordinator's cap as the aggregator's: the devices' task calls spread too)
+        topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable, "--metrics-port", "0",
+                                "--max-streams-per-connection", "32"])
         # (the last flag counts)
         tasks = (["--task-transport", "grpc"] if transport == "stream" else
                  ["--coordinator", f"{topo.address('coordinator')}=127.0.0.1:{no_frames}"]
