@@ -229,9 +229,19 @@ def _check_fields(value: object, fields: dict[str, tuple[type, ...]], what: str
         if field is None:
             continue
         if not isinstance(field, types) or (isinstance(field, bool) and bool not in types) \
-                or (isinstance(field, float) and not math.isfinite(field)):
+                or (float in types and not _finite(field)):
             raise ValueError(f"{what}: {name} must be {' or '.join(t.__name__ for t in types)}")
     return value
+
+
+def _finite(number: Any) -> bool:
+    """Whether ``number`` is a float's finite value: ``summary`` reads a number field as a
+    float, and an integer of 309 digits or more (JSON's integers have no bound) made it raise
+    OverflowError when `fedhh up` reported the browser devices after its run."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def _check_device(device: object) -> None:
@@ -356,7 +366,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _misdirected(self) -> bool:
+        """Whether the request named another host than the page's (answered 421). A page of
+        another site whose name was rebound to 127.0.0.1 (DNS rebinding) reaches the port as
+        its own origin, so neither CORS nor the Origin check stops it: before, its fetch of
+        demo.json under ``Host: evil.example`` was answered, enrolment tokens and all. A
+        request without a Host (HTTP/1.0) names no other site and is served."""
+        host = self.headers.get("Host")
+        ours = {f"{name}:{self.page.port}" for name in HOSTS}
+        if host is None or host.strip().lower() in ours:
+            return False
+        self.close_connection = True
+        self._send(421, (f"this server is {' or '.join(sorted(ours))}, not "
+                         f"{message_text(repr(host[:200]))}\n").encode())
+        return True
+
     def do_GET(self) -> None:  # http.server's name
+        if self._misdirected():
+            return
         answer = self.page._answer(urlsplit(self.path).path)
         if answer is None:
             self._send(404, b"not found")
@@ -364,6 +391,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, *answer)
 
     def do_POST(self) -> None:
+        if self._misdirected():
+            return
         if urlsplit(self.path).path != "/status":
             self._send(404, b"not found")
             return
@@ -378,7 +407,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             self._send(411, b"a length is required")
             return
-        if not 0 <= length <= MAX_STATUS_BYTES:
+        if length < 0:
+            # (before, answered 413 'too large')
+            self.close_connection = True
+            self._send(400, f"Content-Length must not be negative, got {length}".encode())
+            return
+        if length > MAX_STATUS_BYTES:
             self.close_connection = True
             self._send(413, b"too large")
             return

@@ -22,14 +22,20 @@ GOOD = {"user": 8, "deviceId": "3", "state": "checking in", "note": "", "noAnswe
                    "detail": ""}]}
 
 
-def post(port: int, body: str, origin: str | None = None) -> int:
+def post(port: int, body: str, origin: str | None = None,
+         headers: dict[str, str] | None = None) -> int:
+    return call(port, "POST", "/status", body,
+                {"Content-Type": "application/json", **({"Origin": origin} if origin else {}),
+                 **(headers or {})})[0]
+
+
+def call(port: int, method: str, path: str, body: str | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    headers = {"Content-Type": "application/json"}
-    if origin is not None:
-        headers["Origin"] = origin
     try:
-        connection.request("POST", "/status", body=body, headers=headers)
-        return connection.getresponse().status
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
     finally:
         connection.close()
 
@@ -49,6 +55,9 @@ BAD = [
     '{"devices": [{"user": 1, "tasks": "abc"}]}', '{"devices": [{"user": 1, "tasks": [1, 2]}]}',
     '{"devices": [{"user": 1, "tasks": [{"contributed": "yes"}]}]}',
     '{"devices": [{"user": 1, "deviceId": 5}]}',
+    # (a number no float holds: `summary` raised OverflowError on it)
+    '{"devices": [{"user": 1, "spent": 1' + "0" * 400 + '}]}',
+    '{"devices": [{"user": 1, "noAnswerSince": -1' + "0" * 309 + '}]}',
     json.dumps({"devices": [GOOD] * 11}),  # more devices than a page runs
     "{not json", "\udcff",
 ]
@@ -73,3 +82,28 @@ def test_only_the_demo_pages_origins_may_post(page: DemoPage) -> None:
     for origin in ("https://evil.example", "null", f"http://127.0.0.1:{page.port + 1}"):
         assert post(page.port, json.dumps({"devices": [other]}), origin) == 403, origin
     assert page.devices() == [GOOD]
+
+
+def test_a_negative_length_is_refused_as_such(page: DemoPage) -> None:
+    status, said = call(page.port, "POST", "/status", "",
+                        {"Content-Type": "application/json", "Content-Length": "-1"})
+    assert (status, said) == (400, b"Content-Length must not be negative, got -1")
+    assert page.devices() == []
+
+
+def test_requests_for_another_host_are_refused(page: DemoPage) -> None:
+    """DNS rebinding: a site whose name now points at 127.0.0.1 is its own origin to the
+    browser, so only the Host its requests carry tells them from the page's."""
+    page.configure(tokens=["ab" * 32], users=[8], items=[["x"]], counts=[[1]],
+                   coordinator_port=1, aggregator_port=2, min_cohort=3)
+    for host in ("evil.example", f"evil.example:{page.port}", f"127.0.0.1:{page.port + 1}",
+                 "127.0.0.1"):
+        for method, path, body in (("GET", "/demo.json", None), ("GET", "/", None),
+                                   ("POST", "/status", json.dumps({"devices": [GOOD]}))):
+            status, said = call(page.port, method, path, body, {"Host": host})
+            assert status == 421, (host, path)
+            assert b"tokens" not in said and repr(host).encode() in said, said
+    assert page.devices() == []
+    for host in (f"127.0.0.1:{page.port}", f"LocalHost:{page.port}"):
+        status, said = call(page.port, "GET", "/demo.json", None, {"Host": host})
+        assert status == 200 and b"tokens" in said, host
