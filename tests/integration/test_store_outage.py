@@ -69,6 +69,43 @@ def test_a_database_restart_mid_run_does_not_fail_the_run(tmp_path: Path) -> Non
     assert sorted({s["round_index"] for s in spends}) == [0, 1, 2]
 
 
+def test_a_database_that_takes_no_writes_for_a_while_does_not_fail_the_run(
+        tmp_path: Path) -> None:
+    """A failover's standby not yet promoted, or default_transaction_read_only reloaded into
+    the open sessions: writes fail with SQLSTATE 25006, reads go on. Before, psycopg's
+    InternalError was taken for a bug: the run failed for good ("internal error: cannot
+    execute ... in a read-only transaction")."""
+    import psycopg
+
+    def read_only(pg: PostgresServer, on: bool) -> None:
+        setting = "SET default_transaction_read_only = on" if on else \
+            "RESET default_transaction_read_only"
+        with psycopg.connect(pg.url(), autocommit=True) as admin:
+            admin.execute(f"ALTER SYSTEM {setting}")
+            admin.execute("SELECT pg_reload_conf()")
+
+    with PostgresServer() as pg, planted_stack(tmp_path, pg.create_database()) as topo:
+        log = topo.services["coordinator"].log
+        with admin_client(topo) as client:
+            client.start_run(run_config(rounds=3, max_bits=30, dim_limit=1 << 10,
+                                        min_devices=150, checkin_ms=120_000,
+                                        stage_ms=10_000), run_id="standby")
+            wait_for_line(log, '"message": "round released"')
+            read_only(pg, True)
+            wait_for_line(log, "the store is unavailable; the runs wait for it")
+            assert client.run("standby").state == "running"  # reads are answered
+            read_only(pg, False)
+            run = client.wait("standby", 300)
+            results = client.results("standby")
+        assert topo.services["coordinator"].process.poll() is None
+    assert run.state == "done", run.error
+    assert "takes no writes" in log.read_text()
+    released = sorted({r.round for r in run.rounds if r.state == "released"})
+    assert released == [1, 2, 3], [(r.round, r.attempt, r.state, r.reason) for r in run.rounds]
+    spends = json.loads(results.ledger_json)["spends"]
+    assert sorted(s["round_index"] for s in spends) == [0, 1, 2]  # each round charged once
+
+
 def test_reconnections_to_a_database_that_stays_away_are_spaced(tmp_path: Path) -> None:
     """A reconnection blocks its caller (the coordinator's event loop) up to the connect
     timeout when the database's host does not answer: while it stays away, calls fail at once

@@ -344,3 +344,20 @@ class TestPostgresStore(StoreContract):
         with pytest.raises(StoreUnavailable, match="the database failed"):
             store.run("r")
         assert store.run("r").state == "pending"
+
+    def test_a_server_that_takes_no_writes_is_unavailable_and_keeps_the_session(
+        self, store: Store
+    ) -> None:
+        # (a hot standby not yet promoted, or default_transaction_read_only reloaded into open
+        # sessions: SQLSTATE 25006, which psycopg raises as InternalError; before, a bug's
+        # error, so the run under way failed for good and calls were told INTERNAL)
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        session = store.db.query("SELECT pg_backend_pid()")
+        store.db._conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(StoreUnavailable, match=r"read-only transaction .*takes no writes"):
+            store.set_run_state("r", "running")
+        assert store.run("r").state == "pending"
+        assert store.db.query("SELECT pg_backend_pid()") == session  # the lock's session
+        store.db._conn.execute("SET default_transaction_read_only = off")
+        store.set_run_state("r", "running")
+        assert store.run("r").state == "running"

@@ -80,6 +80,16 @@ POSTGRES_SCHEMA = store_schema(
 _CORRUPT_ERRORS = (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)
 
 
+# The errors of a store that cannot be used now but may be soon: the server or the connection
+# (OperationalError: lost, shut down, disk full, a lock held), and 25006 read_only_sql_transaction,
+# a server that takes no writes: a hot standby a failover has not promoted yet, or an operator's
+# ALTER SYSTEM SET default_transaction_read_only, which reaches open sessions at the next reload.
+# psycopg raises the latter as InternalError, which the store's callers took for a bug: the run
+# under way failed for good ("internal error: cannot execute UPDATE in a read-only
+# transaction") and calls were told INTERNAL.
+_UNAVAILABLE_ERRORS = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+
+
 def corrupt(location: str, url: str, error: psycopg.Error) -> StoreCorrupt:
     """``StoreCorrupt`` for an error of ``_CORRUPT_ERRORS``, naming the database (``location``,
     without its password) and what the operator can do."""
@@ -228,7 +238,14 @@ class PostgresDatabase:
             self._lock_waiting = waiting
         return conn
 
-    def _failed(self, error: psycopg.OperationalError) -> StoreUnavailable:
+    def _failed(self, error: psycopg.Error) -> StoreUnavailable:
+        if isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+            # (the session is kept: a standby promoted, or the setting reverted, takes writes
+            # in it again, and it holds the advisory lock)
+            return StoreUnavailable(
+                f"the database failed: {_first_line(error)} (the server takes no writes: a "
+                "standby not yet promoted, or default_transaction_read_only set; the store "
+                "is written again once it does)")
         if not isinstance(error, psycopg.errors.LockNotAvailable):
             self._drop_if_unusable(error)
             return StoreUnavailable(f"the database failed: {_first_line(error)}")
@@ -239,7 +256,7 @@ class PostgresDatabase:
             f"store needs; statements fail at once for {self._lock_pause.length_s:g} s unless "
             f"it is free)")
 
-    def _drop_if_unusable(self, error: psycopg.OperationalError) -> None:
+    def _drop_if_unusable(self, error: psycopg.Error) -> None:
         """Close the connection when ``error`` leaves it unusable, so that the next call
         reconnects: a client-side failure (no SQLSTATE), a connection exception (class 08), the
         server's shutdown of the session (57P01-57P03), or a session left mid-command. A
@@ -260,7 +277,7 @@ class PostgresDatabase:
                 conn = self._waiting_connection()
                 with conn.transaction():
                     yield _PostgresTransaction(conn)
-            except psycopg.OperationalError as error:
+            except _UNAVAILABLE_ERRORS as error:
                 raise self._failed(error) from None
             except _CORRUPT_ERRORS as error:  # (rolled back: nothing of it was written)
                 raise corrupt(self.location, self.url, error) from None
@@ -271,7 +288,7 @@ class PostgresDatabase:
             try:
                 conn = self._waiting_connection()
                 return list(conn.execute(_sql(sql), tuple(params)).fetchall())
-            except psycopg.OperationalError as error:
+            except _UNAVAILABLE_ERRORS as error:
                 raise self._failed(error) from None
             except _CORRUPT_ERRORS as error:
                 raise corrupt(self.location, self.url, error) from None
