@@ -362,13 +362,27 @@ class ConnectServer:
             body += chunk
 
     def _preflight(self, request: web.Request, origin: str | None) -> web.Response:
+        """A CORS preflight's answer: 204 with what a page may send, or a refusal naming what
+        is refused. Before, a preflight of an allowed origin for another method than POST, or
+        for a path the port does not serve, was refused 403 'this origin may not call the
+        service', which sent its reader to --web-origin."""
         asked = request.headers.get("Access-Control-Request-Method")
-        if (origin is None or origin not in self.origins or asked != "POST"
-                or request.path not in self.procedures):
-            if origin is not None and origin not in self.origins:
-                self._refused_origin(origin)
-            # (no Access-Control-Allow-Origin: _secure adds it for the configured origins only)
+        # (no Access-Control-Allow-Origin on a refusal of its origin: _secure adds it for the
+        # configured origins only)
+        if origin is None:
+            return web.Response(status=403, text="a CORS preflight names its Origin; this "
+                                "OPTIONS request has none (Connect calls are POSTs)")
+        if origin not in self.origins:
+            self._refused_origin(origin)
             return web.Response(status=403, text="this origin may not call the service")
+        # (the call's own refusals, as _call answers them; a browser shows neither status nor
+        # text to the page, only its console does, but an operator's curl reads them)
+        if request.path not in self.procedures:
+            return web.Response(status=404, text="no such method on this port")
+        if asked != "POST":
+            return web.Response(status=405, headers={"Allow": "POST"}, text=(
+                "Connect calls are POSTs, the preflight asked for "
+                + ("no method" if asked is None else repr(asked[:100]))))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Methods": "POST",
             "Access-Control-Allow-Headers": ALLOWED_HEADERS,

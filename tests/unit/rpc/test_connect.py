@@ -453,3 +453,43 @@ def test_calls_refused_for_their_origin_are_logged_at_most_once_a_minute(
         f"last such line, the latest from 'https://{'a' * 192}'; it allows "
         "https://ok.example. If that page is yours, add its origin as the browser writes it "
         "(scheme://host[:port])"]
+
+
+def test_a_refused_preflight_names_what_it_refuses() -> None:
+    """Before, a preflight from an allowed origin for PUT, or for a method the port does not
+    serve, was refused 'this origin may not call the service', which sends its reader to
+    --web-origin for an origin that is in it."""
+    async def scenario() -> list[tuple[int, str, str | None]]:
+        server = await _server(Echo())
+        base = f"http://127.0.0.1:{server.port}"
+        cases = [("/fedhh.v1.DeviceService/Enroll", "https://ok.example", "PUT"),
+                 ("/fedhh.v1.DeviceService/Enroll", "https://ok.example", None),
+                 ("/fedhh.v1.DeviceService/Nothing", "https://ok.example", "POST"),
+                 ("/fedhh.v1.DeviceService/Enroll", None, "POST"),
+                 ("/fedhh.v1.DeviceService/Enroll", "https://other.example", "POST"),
+                 ("/fedhh.v1.DeviceService/Enroll", "https://ok.example", "POST")]
+        got = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                for path, origin, method in cases:
+                    headers = {}
+                    if origin is not None:
+                        headers["Origin"] = origin
+                    if method is not None:
+                        headers["Access-Control-Request-Method"] = method
+                    async with session.options(base + path, headers=headers) as answer:
+                        got.append((answer.status, await answer.text(),
+                                    answer.headers.get("Access-Control-Allow-Origin")))
+        finally:
+            await server.close()
+        return got
+
+    assert asyncio.run(scenario()) == [
+        (405, "Connect calls are POSTs, the preflight asked for 'PUT'", "https://ok.example"),
+        (405, "Connect calls are POSTs, the preflight asked for no method",
+         "https://ok.example"),
+        (404, "no such method on this port", "https://ok.example"),
+        (403, "a CORS preflight names its Origin; this OPTIONS request has none (Connect calls "
+              "are POSTs)", None),
+        (403, "this origin may not call the service", None),
+        (204, "", "https://ok.example")]
