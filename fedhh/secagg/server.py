@@ -86,6 +86,15 @@ def _fingerprint(vector: np.ndarray) -> bytes:
                   raw[-_FINGERPRINT_BYTES:].tobytes())
 
 
+def _shares_digest(parts: Sequence[_OwnerValues]) -> bytes:
+    """Identifies an unmask response's shares (each list's owners in their order, then their
+    values), packed or not: a resend matches it, other shares do not (SHA-256; a tuple's repr
+    ends at its only ")" and its values' length follows from it, so the fields do not run
+    into each other)."""
+    return sha256(*(field for listed, values in parts
+                    for field in (repr(listed).encode(), values)))
+
+
 class SecAggServer:
     """One round of secure aggregation, server side."""
 
@@ -133,7 +142,10 @@ class SecAggServer:
         self._survivors_digest = b""
         # Stage 4
         self._unmask_requests: dict[int, UnmaskRequest] = {}
-        self._unmask_responses: dict[int, UnmaskResponse] = {}
+        # each answer's digest (``_shares_digest``), to tell a resend from different shares;
+        # before, the whole response was kept to the round's end, its owners' ids and values
+        # (which ``_unmask_shares`` holds) with it
+        self._unmask_digests: dict[int, bytes] = {}
         self._unmask_shares: _UnmaskShares | None = None
         self._missing_secrets = 0  # secrets that still have fewer than t shares
         # holders whose unmask shares were found wrong (each secret still rebuilt from others')
@@ -159,7 +171,7 @@ class SecAggServer:
         if self._acc is not None:
             self._acc.fill(0)
         self._acc = None
-        self._unmask_shares, self._unmask_responses = None, {}
+        self._unmask_shares, self._unmask_digests = None, {}
         return self._abort
 
     def _check(self, message: object, kind: type, stage: Stage) -> int:
@@ -217,7 +229,7 @@ class SecAggServer:
         if stage == Stage.CONSISTENCY_CHECK:
             return len(self._consistency)
         if stage == Stage.UNMASK:
-            return len(self._unmask_responses)
+            return len(self._unmask_digests)
         return 0
 
     def can_close_early(self) -> bool:
@@ -584,10 +596,6 @@ class SecAggServer:
         request = self._unmask_requests.get(v)
         if request is None:
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v} got no UnmaskRequest")
-        if v in self._unmask_responses:
-            if self._unmask_responses[v] == message:
-                return False
-            raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
         parts: list[_OwnerValues] = []
         for entries, wanted in ((message.b_shares, request.alive),
                                 (message.s_shares, request.dropped)):
@@ -617,11 +625,16 @@ class SecAggServer:
             if not shamir.packed_below_prime(values):
                 raise ProtocolViolation(Violation.OUT_OF_RANGE, "share value >= p")
             parts.append((listed, values))
+        digest = _shares_digest(parts)
+        if v in self._unmask_digests:
+            if self._unmask_digests[v] == digest:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
         shares = self._unmask_shares
         if shares is None:  # (set with the stage's requests, so never here)
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v}: no unmask stage is open")
         self._missing_secrets -= shares.store(v, parts, self.config.t)
-        self._unmask_responses[v] = message
+        self._unmask_digests[v] = digest
         return True
 
     def _rebuild(self, shares: _UnmaskShares) -> tuple[dict[int, bytes],
@@ -723,7 +736,7 @@ class SecAggServer:
         self.result = AggregateResult(self.session_id, self.config.round_id, total, len(u3),
                                       tuple(u3), signatures)
         self._acc = None
-        self._unmask_shares, self._unmask_responses = None, {}
+        self._unmask_shares, self._unmask_digests = None, {}
         return {}
 
     # -- stage transitions ---------------------------------------------------------------------
@@ -745,7 +758,7 @@ class SecAggServer:
             Stage.SHARE_KEYS: (self._close_share_keys, len(self._share_responses)),
             Stage.MASKED_INPUT: (self._close_masked_input, len(self._fingerprints)),
             Stage.CONSISTENCY_CHECK: (self._close_consistency_check, len(self._consistency)),
-            Stage.UNMASK: (self._close_unmask, len(self._unmask_responses)),
+            Stage.UNMASK: (self._close_unmask, len(self._unmask_digests)),
         }
         if self.stage not in closers:
             return {}

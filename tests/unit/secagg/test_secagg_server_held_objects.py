@@ -52,3 +52,26 @@ def test_objects_held_per_device_do_not_grow_with_k() -> None:
     few, many = _held_per_device(6), _held_per_device(18)
     growth = [round(b - a, 2) for a, b in zip(few, many, strict=True)]
     assert max(growth) < 1.0, growth
+
+
+def _answers_held_per_device(k: int) -> float:
+    """Objects the server holds a device more once every device answered the unmask stage
+    (the stage still open) than when it opened."""
+    cohort = small_cohort(n=N, k=k, t=k // 2 + 1, n_min=N // 2, dimension=8)
+    driver = drive_to(cohort, Stage.UNMASK)
+    pending, driver.pending = driver.pending, {}
+    opened = _objects_held(driver.server)
+    driver.pending = pending
+    driver.answer()
+    assert driver.outcome.abort is None and driver.server.stage == Stage.UNMASK
+    driver.pending = {}
+    return (_objects_held(driver.server) - opened) / N
+
+
+def test_the_unmask_answers_held_do_not_grow_with_k() -> None:
+    """An answer's shares go into the stage's store, which rebuilds the secrets; what is kept
+    of the answer itself, to tell a resend from different shares, is a digest: 7 objects a
+    device at 6 and 18 neighbours. Before, the whole response was kept to the round's end, its
+    (owner, share) pairs with it: 20 and 44."""
+    few, many = _answers_held_per_device(6), _answers_held_per_device(18)
+    assert many - few < 1.0 and many < 8, (few, many)
