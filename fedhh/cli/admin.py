@@ -414,8 +414,8 @@ def run(args: argparse.Namespace) -> int:
                 reply = client.wait(args.run_id, 24 * 3600, on_change=progress)
             except KeyboardInterrupt:
                 # Ctrl-C stops the waiting, not the run: say so, and how to stop the run
-                print(f"fedhh admin: interrupted; run {args.run_id} goes on at the "
-                      f"coordinator (`fedhh admin ... status {args.run_id}` shows it, `cancel "
+                print(f"fedhh admin {args.action}: interrupted; run {args.run_id} goes on at "
+                      f"the coordinator (`fedhh admin ... status {args.run_id}` shows it, `cancel "
                       f"{args.run_id}` stops it)", file=sys.stderr)
                 return INTERRUPTED
         else:
@@ -451,6 +451,7 @@ def run(args: argparse.Namespace) -> int:
         # (before: 0 whatever the run's end, so `wait r1 && results r1` and the k8s start-run
         # Job went on as if a failed run had found its heavy hitters)
         why = f": {reply.error}" if reply.error else ""
-        print(f"fedhh admin: run {args.run_id} ended {reply.state}{why}", file=sys.stderr)
+        print(f"fedhh admin {args.action}: run {args.run_id} ended {reply.state}{why}",
+              file=sys.stderr)
         return 1
     return 0

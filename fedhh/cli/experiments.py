@@ -336,9 +336,9 @@ def run(args: argparse.Namespace) -> int:
         stored = suite.computed + suite.reused
         if stored:  # (with nothing stored yet there is nothing kept to tell of)
             sys.stderr.write(
-                f"fedhh experiments: {stored} of {len(plan)} runs are stored in {store.root} "
-                f"({suite.computed} computed by this invocation); the same command computes "
-                f"the other {len(plan) - stored} and writes the report\n")
+                f"fedhh experiments {args.study}: {stored} of {len(plan)} runs are stored in "
+                f"{store.root} ({suite.computed} computed by this invocation); the same command "
+                f"computes the other {len(plan) - stored} and writes the report\n")
         raise
     except StoreUnwritable as error:
         stored = suite.computed + suite.reused

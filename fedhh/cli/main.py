@@ -409,6 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Every line a command's run ends with is named by the command path the user typed, as
+    # argparse names its own errors ("fedhh experiments segmentation: error: ..."); before,
+    # fedhh's own errors named only the first word ("fedhh experiments: error: ...").
+    prog = _innermost(parser, args).prog
     computing = args.command in COMPUTING
     # (up's and loadtest's services take SIGTERM their own way)
     signals = (signal.SIGINT, signal.SIGTERM) if args.command in TERMINABLE else (signal.SIGINT,)
@@ -421,20 +425,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         # (a client, `admin wait` or `health`, printed a traceback of where Ctrl-C found it)
-        sys.stderr.write(f"fedhh {args.command}: interrupted\n")
+        sys.stderr.write(f"{prog}: interrupted\n")
         return INTERRUPTED
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE
     except FedhhError as error:
-        usage_error(f"fedhh {args.command}", str(error))
+        usage_error(prog, str(error))
     except OSError as error:
         # A path the command cannot read or write (a folder that does not exist or cannot be
         # written, a file where a folder is wanted): one line naming it, as a bad option value
         # gets; -v shows the traceback.
         if args.verbose:
             raise
-        usage_error(f"fedhh {args.command}", os_error_line(error) + cache_hint(error))
+        usage_error(prog, os_error_line(error) + cache_hint(error))
     except Exception as error:
         # A service's refusal (gRPC status) is an answer, not a crash. grpc is only looked up
         # here, so commands that never load the network stack do not import it.
@@ -468,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from fedhh.codec.shown import message_text
 
             said = message_text(details)
-            usage_error(f"fedhh {args.command}",
+            usage_error(prog,
                         f"{code.name}: {said}" + (f" ({hint})" if hint else ""))
         raise
     finally:

@@ -57,7 +57,7 @@ def test_a_missing_coordinator_is_one_line(recorder: Path, tmp_path: Path,
         main(["admin", "list", "--token-file", str(recorder)])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fedhh admin: error: --coordinator HOST:PORT is required (before or after the action)"]
+        "fedhh admin list: error: --coordinator HOST:PORT is required (before or after the action)"]
 
 
 def test_status_prints_every_field_zeros_too(recorder: Path,
@@ -120,7 +120,7 @@ def test_an_unreachable_coordinator_without_ca_hints_at_tls(
               *(["--ca", str(ca_file)] if ca else []), "list"])
     assert end.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("fedhh admin: error: UNAVAILABLE: Socket closed")
+    assert err.startswith("fedhh admin list: error: UNAVAILABLE: Socket closed")
     assert err.endswith("(if the service is served over TLS, pass --ca with its ca.pem)") \
         is hinted
 
@@ -162,7 +162,7 @@ def test_a_refusal_is_one_line_with_escapes_but_its_backslashes_as_sent(
         main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
               "list"])
     err = capsys.readouterr().err
-    assert err == ("fedhh admin: error: INVALID_ARGUMENT: label must be printable text, got "
+    assert err == ("fedhh admin list: error: INVALID_ARGUMENT: label must be printable text, got "
                    "'a\\tb'\\x1b[31m red\\x0asecond line\n")
 
 
@@ -176,6 +176,6 @@ def test_min_devices_above_target_devices_names_the_flag(recorder: Path,
               "start", "--run-id", "r1", "--target-devices", "400", "--min-devices", "500"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fedhh admin: error: argument --min-devices: min_devices 500 must be from 3 to "
+        "fedhh admin start: error: argument --min-devices: min_devices 500 must be from 3 to "
         "target_devices (400): a round releases only with min_devices of the devices it draws"]
     assert not any(call[0] == "start" for call in Recorder.calls)

@@ -108,7 +108,7 @@ def test_ctrl_c_on_wait_says_the_run_goes_on(
     assert captured.out == ""
     assert captured.err.splitlines() == [
         "  round 1 attempt 1: check-in (40 devices so far)",
-        "fedhh admin: interrupted; run r7 goes on at the coordinator (`fedhh admin ... status "
+        "fedhh admin wait: interrupted; run r7 goes on at the coordinator (`fedhh admin ... status "
         "r7` shows it, `cancel r7` stops it)",
     ]
 
@@ -122,4 +122,4 @@ def test_ctrl_c_on_another_client_command_is_one_line(
     monkeypatch.setattr(Recorder, "runs", runs, raising=False)
     assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
                  "list"]) == 130
-    assert capsys.readouterr().err == "fedhh admin: interrupted\n"
+    assert capsys.readouterr().err == "fedhh admin list: interrupted\n"

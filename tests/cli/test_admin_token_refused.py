@@ -48,10 +48,10 @@ def test_a_refused_admin_token_names_its_file_and_the_one_to_give(
     code, out, err = run_cli(["admin", "--coordinator", refusing, "--token-file", str(token),
                               "list"], capsys)
     assert (code, out) == (2, "")
-    assert err == ("fedhh admin: error: UNAUTHENTICATED: invalid admin token (the token in "
+    assert err == ("fedhh admin list: error: UNAUTHENTICATED: invalid admin token (the token in "
                    f"--token-file {token} {fix}\n")
     monkeypatch.setenv("FEDHH_ADMIN_TOKEN", "y" * 32)
     code, out, err = run_cli(["admin", "--coordinator", refusing, "list"], capsys)
     assert (code, out) == (2, "")
-    assert err == ("fedhh admin: error: UNAUTHENTICATED: invalid admin token "
+    assert err == ("fedhh admin list: error: UNAUTHENTICATED: invalid admin token "
                    f"($FEDHH_ADMIN_TOKEN {fix}\n")

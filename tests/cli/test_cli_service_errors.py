@@ -26,7 +26,7 @@ def _admin_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], *action: st
 def test_an_unreachable_coordinator_is_a_one_line_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _admin_error(tmp_path, capsys, "list").startswith(
-        "fedhh admin: error: UNAVAILABLE: ")
+        "fedhh admin list: error: UNAVAILABLE: ")
 
 
 def test_a_missing_admin_token_says_how_to_give_one(
@@ -36,7 +36,7 @@ def test_a_missing_admin_token_says_how_to_give_one(
         main(["admin", "--coordinator", "127.0.0.1:1", "list"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["fedhh admin: error: no admin token was given: pass --token-file "
+    assert err == ["fedhh admin list: error: no admin token was given: pass --token-file "
                    "PATH or set $FEDHH_ADMIN_TOKEN"]
 
 

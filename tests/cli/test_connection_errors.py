@@ -220,7 +220,7 @@ def test_admin_explains_a_wrong_ca_and_a_service_that_is_not_the_coordinator(
                           "--token-file", str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
     (line,) = err.splitlines()
-    assert line.startswith("fedhh admin: error: UNAVAILABLE: ")
+    assert line.startswith("fedhh admin list: error: UNAVAILABLE: ")
     assert line.endswith(f"(the certificate served at {address} is not signed by the CA in "
                          f"{pki.other_ca}: give --ca the ca.pem of the CA that signed the "
                          "services' certificates; for a stack set up with fedhh certs, the one "
@@ -229,7 +229,7 @@ def test_admin_explains_a_wrong_ca_and_a_service_that_is_not_the_coordinator(
     code, out, err = run_cli(["admin", "--coordinator", address, "--ca", str(pki.ca),
                           "--token-file", str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
-    assert err == (f"fedhh admin: error: UNIMPLEMENTED: Method not found! (the service at "
+    assert err == (f"fedhh admin list: error: UNIMPLEMENTED: Method not found! (the service at "
                    f"{address} does not serve this call: give the coordinator's gRPC "
                    "address, in the compose stack port 7000; 7100 is the aggregator's)\n")
 
@@ -453,5 +453,5 @@ def test_a_services_refusal_is_shown_escaped_on_one_line(
     code, out, err = run_cli(["admin", "--coordinator", "127.0.0.1:7000", "--token-file",
                           str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
-    assert err == ("fedhh admin: error: PERMISSION_DENIED: no\\x0a\\x1b[2Jfedhh admin: all is "
+    assert err == ("fedhh admin list: error: PERMISSION_DENIED: no\\x0a\\x1b[2Jfedhh admin: all is "
                    "well\n")

@@ -40,9 +40,9 @@ def test_an_interrupted_suite_says_what_is_stored_and_the_same_command_resumes(
     assert code == 130, err
     store = tmp_path / "store"
     assert err.strip().splitlines() == [
-        f"fedhh experiments: 2 of 4 runs are stored in {store} (2 computed by this "
+        f"fedhh experiments segmentation: 2 of 4 runs are stored in {store} (2 computed by this "
         "invocation); the same command computes the other 2 and writes the report",
-        "fedhh experiments: interrupted",
+        "fedhh experiments segmentation: interrupted",
     ]
     assert len(list(store.glob("*.json"))) == 2
     assert not (tmp_path / "report" / "README.md").exists()
@@ -65,7 +65,8 @@ def test_a_dataset_of_one_user_is_refused_in_the_experiments_words(
                             str(tmp_path / "report")], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
-        f"fedhh experiments: error: {one}: the dataset has 1 user(s); every study solves its "
+        f"fedhh experiments segmentation: error: {one}: the dataset has 1 user(s); every study "
+        "solves its "
         "runs' eps_local for the aggregate target (--eps-agg, --delta) among the dataset's "
         "users, which needs at least 2"]
     assert "--eps-local" not in err
@@ -116,4 +117,4 @@ def test_an_interrupt_before_any_run_is_stored_says_only_interrupted(
     monkeypatch.setattr(Suite, "_compute_and_store", interrupted)
     code, _, err = run_cli(_argv(users, tmp_path), capsys)
     assert code == 130
-    assert err == "fedhh experiments: interrupted\n"
+    assert err == "fedhh experiments segmentation: interrupted\n"

@@ -28,7 +28,8 @@ def test_worker_memory_without_workers_is_refused_before_any_work(
         tmp_path: Path, extra: tuple[str, ...], where: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     line = one_line_error(_argv(tmp_path, "--worker-memory", "8", *extra), capsys)
-    assert line == ("fedhh experiments: error: --worker-memory sets the memory of --workers' "
+    assert line == ("fedhh experiments segmentation: error: --worker-memory sets the memory of "
+                    "--workers' "
                     f"LocalCluster workers; {where}: drop it, or add --workers")
     assert not (tmp_path / "store").exists() and not (tmp_path / "report").exists()
 
@@ -37,10 +38,12 @@ def test_worker_memory_with_workers_still_applies(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     # Past what the machine holds, the memory it was given is the one refused: it was read.
     line = one_line_error(_argv(tmp_path, "--workers", "2", "--worker-memory", "100000"), capsys)
-    assert line.startswith("fedhh experiments: error: --workers 2 needs 2 x 100000 GiB")
+    assert line.startswith("fedhh experiments segmentation: error: --workers 2 needs 2 x 100000 "
+                           "GiB")
 
 
 def test_the_default_worker_memory_is_unchanged(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     line = one_line_error(_argv(tmp_path, "--workers", "100000"), capsys)
-    assert line.startswith("fedhh experiments: error: --workers 100000 needs 100000 x 4 GiB")
+    assert line.startswith("fedhh experiments segmentation: error: --workers 100000 needs 100000 "
+                           "x 4 GiB")

@@ -316,14 +316,15 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path, cache: Path,
     a_file.write_text("x")
     line = one_line_error(["data", "inspect", "shakespeare", "--cache-dir",
                            str(a_file / "cache")], capsys)
-    assert line == f"fedhh data: error: Not a directory: {a_file / 'cache'}"
+    assert line == f"fedhh data inspect: error: Not a directory: {a_file / 'cache'}"
     line = one_line_error(["data", "warm-start", "--out", str(tmp_path)], capsys)
-    assert line.startswith(f"fedhh data: error: --out {tmp_path} is a folder")
+    assert line.startswith(f"fedhh data warm-start: error: --out {tmp_path} is a folder")
     study = ["experiments", "segmentation", "--dataset", "shakespeare", "--seeds", "1"]
     assert one_line_error([*study, "--out", str(a_file)], capsys) == \
-        f"fedhh experiments: error: --out {a_file} exists and is not a folder"
-    assert one_line_error([*study, "--store", str(a_file / "store")], capsys) == \
-        f"fedhh experiments: error: --store {a_file / 'store'}: {a_file} is not a folder"
+        f"fedhh experiments segmentation: error: --out {a_file} exists and is not a folder"
+    assert one_line_error([*study, "--store", str(a_file / "store")], capsys) == (
+        f"fedhh experiments segmentation: error: --store {a_file / 'store'}: {a_file} is not a "
+        "folder")
     assert "argument --scheduler: a scheduler is [tcp://]HOST:PORT" in one_line_error(
         [*study, "--scheduler", "bogus"], capsys)
 

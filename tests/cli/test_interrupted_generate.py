@@ -45,7 +45,7 @@ def test_sigterm_during_generation_leaves_nothing_behind(tmp_path: Path) -> None
         ["data", "generate", "synthetic-reddit-small", "--users", "400000", "--out", str(out),
          "--cache-dir", str(tmp_path / "cache")], out.parent)
     assert code == 130, stderr
-    assert stderr.strip().endswith("fedhh data: interrupted"), stderr
+    assert stderr.strip().endswith("fedhh data generate: interrupted"), stderr
     assert list(out.parent.iterdir()) == []
 
 
@@ -59,6 +59,6 @@ def test_sigterm_while_experiments_build_a_dataset_leaves_nothing_behind(
          "--quiet", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")],
         cache, {"FEDHH_CACHE": str(cache)})
     assert code == 130, stderr
-    assert stderr == "fedhh experiments: interrupted\n"
+    assert stderr == "fedhh experiments segmentation: interrupted\n"
     # (the build's lock file stays, as after `fedhh data generate`: it holds no data)
     assert [p.name for p in cache.iterdir() if p.suffix != ".lock"] == []

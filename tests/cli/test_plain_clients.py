@@ -65,7 +65,7 @@ def test_admin_refuses_ca_with_insecure(token: str, tmp_path: Path,
     line = one_line_error(["admin", "--coordinator", "127.0.0.1:7000", "--ca",
                            str(tmp_path / "ca.pem"), "--token-file", token, "list",
                            "--insecure"], capsys)
-    assert line == ("fedhh admin: error: give --ca (TLS) or --insecure (plaintext on "
+    assert line == ("fedhh admin list: error: give --ca (TLS) or --insecure (plaintext on "
                     "loopback), not both")
     assert Client.made == []
 
@@ -74,7 +74,7 @@ def test_admin_insecure_stays_on_loopback(token: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     line = one_line_error(["admin", "--coordinator", "10.1.2.3:7000", "--insecure",
                            "--token-file", token, "list"], capsys)
-    assert line == ("fedhh admin: error: --ca is required for a non-loopback coordinator "
+    assert line == ("fedhh admin list: error: --ca is required for a non-loopback coordinator "
                     "(10.1.2.3:7000)")
     assert Client.made == []
 

@@ -51,11 +51,11 @@ def test_wait_exits_1_for_a_failed_run_and_a_cancelled_one(
     out, err = capsys.readouterr()
     run = json.loads(out)
     assert run["state"] == "failed" and run["error"], run
-    assert f"fedhh admin: run nobody-came ended failed: {run['error']}" in err, err
+    assert f"fedhh admin wait: run nobody-came ended failed: {run['error']}" in err, err
     assert main(admin(topo, "wait", "stopped")) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["state"] == "cancelled"
-    assert "fedhh admin: run stopped ended cancelled: cancelled by the operator" in err, err
+    assert "fedhh admin wait: run stopped ended cancelled: cancelled by the operator" in err, err
     # Reading a run that ended stays 0: status and results say what is there.
     assert main(admin(topo, "status", "nobody-came")) == 0
 

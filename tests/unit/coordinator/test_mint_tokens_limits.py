@@ -206,7 +206,8 @@ def test_tokens_minted_before_a_later_call_fails_are_written_not_lost(
     assert _mint_against(_FailsSecond(), monkeypatch, tmp_path, how_many, out) == 2
     first = 0 if how_many[0] == "--count" else 7
     assert capsys.readouterr().err == (
-        f"fedhh admin: error: {MAX_MINT:,} of {MAX_MINT + 5:,} tokens were minted before a call "
+        f"fedhh admin mint-tokens: error: {MAX_MINT:,} of {MAX_MINT + 5:,} tokens were minted "
+        "before a call "
         f"failed (UNAVAILABLE: the coordinator went away): those are written to {out} (users "
         f"{first}..{first + MAX_MINT - 1}); mint the rest with --users {first + MAX_MINT}:"
         f"{first + MAX_MINT + 5} and another --out\n")
@@ -291,7 +292,8 @@ def test_tokens_minted_when_out_cannot_be_written_are_printed_not_lost(
                          out) == 2
     err = capsys.readouterr().err
     assert err == "".join(f"{line}\n" for line in lines) + (
-        f"fedhh admin: error: --out {out} could not be written (No such file or directory); "
+        f"fedhh admin mint-tokens: error: --out {out} could not be written (No such file or "
+        "directory); "
         f"the {len(lines)} tokens minted, valid at the coordinator, are printed above on "
         "standard error, as the file would hold them: save them\n")
 

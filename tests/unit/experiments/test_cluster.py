@@ -546,7 +546,7 @@ def test_an_address_that_is_no_dask_scheduler_is_refused_in_one_line(
         out, err = _finish(client)
     assert client.returncode == 2, err
     assert out == "" and len(err.splitlines()) == 1, err
-    assert err.startswith(f"fedhh experiments: error: {address} {says}"), err
+    assert err.startswith(f"fedhh experiments segmentation: error: {address} {says}"), err
     assert time.monotonic() - started < CLI_S
     assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
 
@@ -609,7 +609,8 @@ def test_a_lost_scheduler_ends_the_suite_in_one_line_and_a_rerun_resumes(
     assert client.returncode == 2, err
     assert out == "" and len(err.splitlines()) == 1, err
     stored = len(list((tmp_path / "store").glob("*.json"))) - (RUNS - UNIFORM)
-    assert err == (f"fedhh experiments: error: lost the Dask scheduler {dask_pair.address}: "
+    assert err == ("fedhh experiments segmentation: error: lost the Dask scheduler "
+                   f"{dask_pair.address}: "
                    f"{stored} of the {UNIFORM} runs sent finished and are stored; run the same "
                    f"command again to compute the other {UNIFORM - stored}\n")
     code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store"), capsys)
@@ -707,7 +708,7 @@ def test_sigterm_stops_a_local_cluster_suite_as_ctrl_c_does(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, err
-    assert (out, err) == ("", "fedhh experiments: interrupted\n")
+    assert (out, err) == ("", "fedhh experiments segmentation: interrupted\n")
     assert not (tmp_path / "out").exists()
 
 
@@ -727,10 +728,11 @@ def test_sigterm_stops_a_suite_on_a_scheduler_and_cancels_its_runs(
         computed = len(list((tmp_path / "store").glob("*.json"))) - (RUNS - UNIFORM)
         assert computed in (0, 1), computed
         assert (out, err) == ("", (
-            f"fedhh experiments: {RUNS - UNIFORM + computed} of {RUNS} runs are stored in "
+            f"fedhh experiments segmentation: {RUNS - UNIFORM + computed} of {RUNS} runs are "
+            "stored in "
             f"{tmp_path / 'store'} ({computed} computed by this invocation); the same command "
             f"computes the other {UNIFORM - computed} and writes the report\n"
-            "fedhh experiments: interrupted\n"))
+            "fedhh experiments segmentation: interrupted\n"))
         with Client(dask_pair.address, timeout="30s") as client:
             # (by value: the scheduler's process cannot import this module)
             def held() -> int:
@@ -761,7 +763,8 @@ def test_a_scheduler_without_workers_is_waited_on_for_a_bounded_time(
     assert code == 2, out
     assert out == (f"experiments: the Dask scheduler {address} has no workers yet; waiting up "
                    f"to 0.5 s for one (start them with `{command}`)\n"
-                   f"fedhh experiments: error: no Dask worker joined the scheduler {address} "
+                   "fedhh experiments segmentation: error: no Dask worker joined the scheduler "
+                   f"{address} "
                    f"in 0.5 s: start workers with `{command}` on each machine (fedhh "
                    "installed), then run the same command again\n")
 

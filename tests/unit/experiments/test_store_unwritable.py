@@ -51,7 +51,8 @@ def test_a_suite_whose_report_folder_or_store_fills_up_says_where_and_what_is_ke
             main(_study(tiny_path, tmp_path))
     assert ended.value.code == 2
     err = capsys.readouterr().err
-    assert err == (f"fedhh experiments: error: cannot write the report in {tmp_path / 'out'}: "
+    assert err == ("fedhh experiments segmentation: error: cannot write the report in "
+                   f"{tmp_path / 'out'}: "
                    f"No space left on device; its 2 runs are stored in {tmp_path / 'store'}, "
                    f"so once {tmp_path / 'out'} can be written (or with another --out) the "
                    "same command only writes the report\n")
@@ -71,7 +72,8 @@ def test_a_suite_whose_report_folder_or_store_fills_up_says_where_and_what_is_ke
         main(_study(tiny_path, tmp_path))
     assert ended.value.code == 2
     err = capsys.readouterr().err
-    assert err == (f"fedhh experiments: error: cannot store run {keys[1]} in the result "
+    assert err == (f"fedhh experiments segmentation: error: cannot store run {keys[1]} in the "
+                   "result "
                    f"store {tmp_path / 'store'}: No space left on device; 1 of the 2 runs are "
                    "stored there: once it can be written (space freed on its disk), the same "
                    "command computes the other 1 and writes the report\n")
