@@ -22,8 +22,6 @@ from fedhh.cli.main import build_parser
 from fedhh.rpc import serving
 from fedhh.rpc.topology import LocalTopology
 
-pytestmark = pytest.mark.slow
-
 CAP = 8
 HELD = 5 * CAP  # streams opened and left waiting for their request
 FLOOD = 2_000  # streams opened and reset at once
@@ -131,6 +129,7 @@ def check_port(address: str) -> None:
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
+@pytest.mark.slow
 def test_the_coordinator_and_a_selector_cap_streams_per_connection(tmp_path: Path) -> None:
     with LocalTopology(tmp_path / "topology", tls=False,
                        env={"FEDHH_CACHE": str(tmp_path / "cache")}) as topo:
