@@ -79,15 +79,24 @@ that ends in ``…`` itself, as text cut by its writer does, shows it escaped
 completion rounds) the two read alike, and the console's note says an item ending in ``…``
 was cut.
 
-Letters of Latin, Greek and Cyrillic look alike (``a`` and the Cyrillic ``а``, ``o``, the
-Greek ``ο`` and the Cyrillic ``о``), so an item that mixes letters of two of these scripts
-(``pаypal`` with a Cyrillic ``а``) shows the letters of all but its most frequent one escaped
-(``p\\u0430ypal``; on a tie Latin is kept, else the first letter's script): before,
-``pаypal`` and ``paypal`` were two rows that read alike. An item of one of them (``Москва``,
-``café``) shows as it is. So do Armenian, Cherokee, Lisu and Coptic letters (``gօօgle`` with
-Armenian ``օ``), and a letter's font, width or ligature variant, a kind of its own (``ﬁnance``
-with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``,
-``\\uff50aypal``); an item of variants alone (``ｐａｙｐａｌ``) shows as it is.
+Letters of different scripts look alike (``a`` and the Cyrillic ``а``, ``o``, the Greek ``ο``,
+the Armenian ``օ``, the Georgian ``ყ`` and ``y``), so a word (letters, marks and digits between
+spaces, punctuation and symbols: ``paypal`` and ``com`` in ``paypal.com``) that mixes scripts
+beyond UTS #39's Highly Restrictive level (section 5.2: one script, or Latin with Han and kana,
+with Han and Bopomofo, or with Han and Hangul, as Japanese, Chinese and Korean are written)
+shows the letters not of its most frequent script escaped (``p\u0430ypal``, ``\u10e7outube``;
+on a tie a script set with Latin is kept, else the first letter's): before, ``pаypal`` and
+``paypal`` were two rows that read alike. A letter's scripts are its Script_Extensions
+(``scripts.txt``, which ``gen_scripts.py`` writes from Unicode's data; a hand list of seven
+scripts until the fifty-fifth stop let ``ყoutube`` and ``ᑭaypal`` show as they are). A word of
+one script all of whose letters read as letters of another word's script (by Unicode's
+confusables, below) is escaped too (``paypal.\u0441\u0441``: a whole-script confusable within
+one item); words of two scripts that read as no one script show as they are (``Ελλάδα Greece``,
+whose Greek word showed escaped before, ``東京 Tokyo``, ``שלום abc``). An item of one script
+(``Москва``, ``café``) shows as it is. A letter's font, width or ligature variant among plain
+letters of its script is a kind of its own (``ﬁnance`` with the ligature ``ﬁ``, ``ｐaypal``
+with a fullwidth ``ｐ``: ``\ufb01nance``, ``\uff50aypal``); an item of variants alone
+(``ｐａｙｐａｌ``), or of variants beside another script (``ＰＣゲーム``), shows as it is.
 So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
 list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
@@ -134,6 +143,7 @@ import os
 import re
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -664,44 +674,179 @@ def _dot_hidden(text: str, i: int) -> bool:
 _MARKS_STACKED = 4
 
 
-_LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "CHEROKEE", "LISU", "COPTIC")
-_BASE_SCRIPTS = _LOOKALIKE_SCRIPTS[:3]
-_VARIANT = "COMPATIBILITY"  # a letter's font, width or ligature variant: ``𝐩``, ``ｐ``, ``ﬁ``
+_VARIANT_KINDS = ("<font>", "<wide>")  # (and <compat> of several letters: the ligature ﬁ)
 
 
 @lru_cache(maxsize=4096)
-def _lookalike_script(char: str) -> str | None:
-    """The script of a letter of Latin, Greek, Cyrillic or a script whose letters look like
-    theirs (Armenian ``օ``, Cherokee ``Ꭺ``, Lisu ``ꓮ``, Coptic), whose letters look alike
-    across them (``a`` and ``а``, ``o``, ``ο``, ``о`` and ``օ``); ``_VARIANT`` for a font,
-    width or ligature variant of letters of the first three (``𝐩``, ``ｐ``, ``ﬁ``: NFKC makes
-    them ``p``, ``p``, ``fi``; not the micro sign, a single letter's other compatibility
-    form); None for any other character."""
+def _letter_variant(char: str) -> str | None:
+    """The letters that a font, width or ligature variant of letters is (its NFKC form: ``𝐩``,
+    ``ｐ``, ``ﬁ`` are ``p``, ``p``, ``fi``); None for any other character (not the micro sign,
+    a single letter's other compatibility form, nor a superscript)."""
     if not unicodedata.category(char).startswith("L"):
         return None
     kind = unicodedata.decomposition(char).partition(" ")
-    if kind[0] in ("<font>", "<wide>") or (kind[0] == "<compat>" and " " in kind[2]):
+    if kind[0] in _VARIANT_KINDS or (kind[0] == "<compat>" and " " in kind[2]):
         base = unicodedata.normalize("NFKC", char)
-        if base != char and all(_lookalike_script(c) in _BASE_SCRIPTS for c in base):
-            return _VARIANT
-    script = unicodedata.name(char, "").partition(" ")[0]
-    return script if script in _LOOKALIKE_SCRIPTS else None
+        if base != char and all(unicodedata.category(c).startswith("L") for c in base):
+            return base
+    return None
+
+
+_SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts.txt")
+
+
+@lru_cache(maxsize=1)
+def _script_table() -> tuple[list[int], list[int], list[frozenset[str]]]:
+    """``scripts.txt`` (``gen_scripts.py`` writes it): its ranges' starts, ends and scripts,
+    read when an item first needs them."""
+    starts, ends, values = [], [], []
+    with open(_SCRIPTS, encoding="utf-8") as lines:
+        for line in lines:
+            if not line.startswith("#"):
+                span, _, names = line.rstrip("\n").partition(";")
+                lo, _, hi = span.partition("..")
+                starts.append(int(lo, 16))
+                ends.append(int(hi or lo, 16))
+                values.append(frozenset(names.split()))
+    return starts, ends, values
+
+
+@lru_cache(maxsize=8192)
+def _scripts(char: str) -> frozenset[str]:
+    """The scripts a letter is used with (its Script_Extensions, UAX #24; a variant's, its
+    letters': ``𝐩``, Common itself, is Latin); empty for one of every script (Common,
+    Inherited)."""
+    if (base := _letter_variant(char)) is not None and len(base) == 1 and base != char:
+        char = base
+    starts, ends, values = _script_table()
+    at = bisect.bisect_right(starts, ord(char)) - 1
+    return values[at] if at >= 0 and ord(char) <= ends[at] else frozenset()
+
+
+# UTS #39, section 5.2: a string is Highly Restrictive if its characters are of one script, or
+# of one of these sets, the scripts Japanese, Chinese with Bopomofo, and Korean are written in
+# with Latin; any other mix (Latin with Cyrillic, Greek, Armenian, Georgian, Cherokee,
+# Canadian syllabics...) is less restrictive, the mixes spoofs are made of.
+_HIGHLY_RESTRICTIVE = (frozenset(("Latn", "Hani", "Hira", "Kana")),
+                       frozenset(("Latn", "Hani", "Bopo")), frozenset(("Latn", "Hani", "Hang")))
+
+
+def _words(text: str) -> list[list[int]]:
+    """The positions of each word's letters: a word is a run of letters, marks, digits and
+    format characters (a joiner), which a space, a punctuation mark or a symbol ends (``.``,
+    ``/``, ``@`` in a URL or an address)."""
+    words: list[list[int]] = [[]]
+    for i, char in enumerate(text):
+        kind = unicodedata.category(char)[0]
+        if kind == "L":
+            words[-1].append(i)
+        elif kind not in "MNC" and words[-1]:
+            words.append([])
+    return [word for word in words if word]
+
+
+def _mixed_letters(text: str, word: list[int]) -> set[int]:
+    """The positions of the letters of a word that is not Highly Restrictive (UTS #39, section
+    5.2) that are not of the scripts it is mostly written in: the one script, or the Highly
+    Restrictive set, that most of its letters are of (on a tie, one with Latin, else the first
+    letter's); none in a word that is."""
+    scripts = [(i, found) for i in word if (found := _scripts(text[i]))]
+    groups = Counter(found for _, found in scripts)  # (a word's letters have few script sets)
+    if not groups or frozenset.intersection(*groups):
+        return set()  # (one script)
+    if any(all(found & allowed for found in groups) for allowed in _HIGHLY_RESTRICTIVE):
+        return set()
+    first = scripts[0][1]
+    kinds = [frozenset((name,)) for name in sorted(frozenset.union(*groups))]
+
+    def covered(kind: frozenset[str]) -> int:
+        return sum(count for found, count in groups.items() if found & kind)
+
+    kept = max((*kinds, *_HIGHLY_RESTRICTIVE),
+               key=lambda kind: (covered(kind), "Latn" in kind, bool(kind & first)))
+    return {i for i, found in scripts if not found & kept}
+
+
+def _variant_letters(text: str, word: list[int]) -> set[int]:
+    """The positions of the letters at ``word`` of the kind they have fewer of, where they mix
+    font, width or ligature variants (``_letter_variant``) with plain letters of their script
+    (``ｐaypal``, ``ﬁnance``, ``a.ﬁ``); on a tie the variants."""
+    variants = [i for i in word if _letter_variant(text[i]) is not None]
+    if not variants:
+        return set()
+    their = frozenset().union(*(_scripts(text[i]) for i in variants))
+    plain = [i for i in word if _letter_variant(text[i]) is None and _scripts(text[i]) & their]
+    return set(variants if len(variants) <= len(plain) else plain) if plain else set()
+
+
+@lru_cache(maxsize=1)
+def _lookalikes() -> dict[str, frozenset[str]]:
+    """For each prototype character (``_prototypes``), the scripts of the letters that read as
+    it (``o``: Latin, Greek, Cyrillic, Armenian...), itself among them."""
+    found: dict[str, set[str]] = {}
+    for code, prototype in list(_prototypes().items()):
+        # (a prototype reads as itself: confusables.txt maps none of its characters)
+        reading = unicodedata.normalize("NFD", prototype)
+        for char in {chr(code), *prototype}:
+            if unicodedata.category(char).startswith("L") and (scripts := _scripts(char)):
+                for each in reading:
+                    found.setdefault(each, set()).update(scripts)
+    return {char: frozenset(scripts) for char, scripts in found.items()}
+
+
+@lru_cache(maxsize=8192)
+def _reads_as(char: str, script: str) -> bool:
+    """Whether the letter ``char`` reads as a letter of ``script`` (each letter of its reading,
+    ``_reading``, is one that letters of ``script`` read as: Cyrillic ``с`` and Latin ``c``)."""
+    letters = [each for each in _reading(char) if unicodedata.category(each).startswith("L")]
+    return bool(letters) and all(script in _lookalikes().get(each, ()) for each in letters)
+
+
+def _whole_script_words(text: str, words: list[list[int]], escaped: set[int]) -> set[int]:
+    """The positions of the letters of the words of one script that read as letters of a
+    script another word of the item is of: of a script other than the one most of the item's
+    letters are of (on a tie Latin), each word that reads as the latter (``сс`` in
+    ``paypal.сс``, Cyrillic letters that read as the Latin ``cc``: a whole-script confusable,
+    UTS #39, section 4, within one item); of the latter, each that reads as another's
+    (``ΑΑ``, Greek, in ``x.ΑΑ``); again over what is left until nothing changes, so that what
+    is left unescaped never reads as one script but is of two."""
+    found = set(escaped)
+    while True:
+        letters = [i for word in words for i in word if i not in found and _scripts(text[i])]
+        if not letters:
+            return found - escaped
+        names = sorted(frozenset.union(*(_scripts(text[i]) for i in letters)))
+        main = max(names, key=lambda name: (sum(name in _scripts(text[i]) for i in letters),
+                                            name == "Latn"))
+        left = [mine for word in words
+                if (mine := [i for i in word if i not in found and _scripts(text[i])])]
+        others = {name for mine in left for i in mine for name in _scripts(text[i])
+                  if main not in _scripts(text[i])}
+        flagged = {i for mine in left
+                   if all(main not in _scripts(text[i]) and _reads_as(text[i], main)
+                          for i in mine) for i in mine}
+        if not flagged:
+            flagged = {i for mine in left for other in sorted(others)
+                       if all(main in _scripts(text[i]) and _reads_as(text[i], other)
+                              for i in mine) for i in mine}
+        if not flagged:
+            return found - escaped
+        found |= flagged
 
 
 def _foreign_letters(text: str) -> set[int]:
-    """The positions of the letters to escape in a text that mixes Latin, Greek and Cyrillic
-    letters (module docstring): those not of its most frequent of the three (on a tie, Latin,
-    else the first letter's); none in a text of one of them."""
-    scripts = [(i, script) for i, char in enumerate(text)
-               if not char.isascii() or char.isalpha()
-               if (script := _lookalike_script(char)) is not None]
-    kinds = {script for _, script in scripts}
-    if len(kinds) < 2:
-        return set()
-    counts = {kind: sum(script == kind for _, script in scripts) for kind in kinds}
-    first = scripts[0][1]
-    kept = max(kinds, key=lambda kind: (counts[kind], kind == "LATIN", kind == first))
-    return {i for i, script in scripts if script != kept}
+    """The positions of the letters to escape in a text whose words mix scripts that spoofs
+    mix (module docstring): of each word not Highly Restrictive, the letters not of its main
+    scripts (``_mixed_letters``); where variants of letters and plain ones mix, the kind there
+    are fewer of (across words: ``a.ﬁ``); and each word of one script that reads as letters of
+    another word's (``_whole_script_words``)."""
+    every = {scripts for char in text if (scripts := _scripts(char))}
+    if (not every or frozenset.intersection(*every)) and not any(map(_letter_variant, text)):
+        return set()  # (letters of one script: most items)
+    words = _words(text)
+    found: set[int] = set().union(*(_mixed_letters(text, word) for word in words))
+    found |= _variant_letters(text, [i for word in words for i in word if i not in found])
+    return found | _whole_script_words(text, words, found)
 
 
 _CONFUSABLES = os.path.join(os.path.dirname(__file__), "confusables.txt")
@@ -740,11 +885,9 @@ def _prototypes() -> _Readings:
 
 
 def _variant(char: str) -> str | None:
-    """The NFKC form of a font, width or ligature variant of a letter (``_lookalike_script``)
+    """The NFKC form of a font, width or ligature variant of a letter (``_letter_variant``)
     or of ``_ascii_variant``; None for any other character."""
-    if _lookalike_script(char) == _VARIANT:
-        return unicodedata.normalize("NFKC", char)
-    return _ascii_variant(char)
+    return _letter_variant(char) or _ascii_variant(char)
 
 
 @lru_cache(maxsize=4096)
@@ -752,7 +895,7 @@ def _ascii_variant(char: str) -> str | None:
     """The ASCII text that a digit's, number's or symbol's font, width or compatibility
     variant reads as, its NFKC form (``𝟷``, ``１``, ``𝟏`` as ``1``; the Roman numeral ``Ⅻ`` as
     ``XII``; ``＠`` as ``@``); None for any other character. Letters are
-    ``_lookalike_script``'s; the ellipsis, which reads as ``...``, is a cut prefix's mark with
+    ``_letter_variant``'s; the ellipsis, which reads as ``...``, is a cut prefix's mark with
     its own rule (module docstring)."""
     if char.isascii() or char == ELLIPSIS or unicodedata.category(char).startswith("L"):
         return None

@@ -17,7 +17,8 @@ from fedhh.codec.shown import printable, printable_rows
     ("👨\u200dab", "👨ab", "👨\\u200dab"),
     ("👍🏽\u200dx", "👍🏽x", "👍🏽\\u200dx"),  # (after a skin tone)
     ("❤️\u200d1", "❤️1", "❤️\\u200d1"),  # (after VS16)
-    ("क\u200da", "कa", "क\\u200da"),
+    ("क\u200da", "कa", "\\u0915\\u200da"),  # (क escaped too: Devanagari and Latin in one word)
+    ("क\u200d1", "क1", "क\\u200d1"),
     ("می\u200c7", "می7", "می\\u200c7"),
     # (before, the first joiner was kept before the second's escape: 👨‍\u200c7 read as
     # 👨\u200c7, the item 👨 ZWNJ 7 as shown)

@@ -1,0 +1,119 @@
+"""Which letters of an item that mixes scripts show escaped (fedhh.codec.shown), by Unicode's
+data (scripts.txt, Script_Extensions) and UTS #39's rules, where a hand list of seven scripts
+decided before: a Latin word with a Georgian, Canadian syllabic or Tifinagh letter that reads as
+a Latin one (``ყoutube``, ``ᑭaypal``) showed as it is, and an item of a Greek and a Latin word
+(``Ελλάδα Greece``), which nothing could read as another item, showed its Greek word escaped."""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from fedhh.codec import gen_scripts
+from fedhh.codec.shown import _prototypes, _scripts, printable
+
+ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|\\)")
+
+
+@pytest.mark.parametrize(("item", "shown"), [
+    ("\u10e7outube", "\\u10e7outube"),  # Georgian qar, read as y
+    ("\u146daypal", "\\u146daypal"),  # Canadian syllabics ki, read as P
+    ("g\u2d54\u2d54gle", "g\\u2d54\\u2d54gle"),  # Tifinagh yar, read as o
+    ("p\u0430ypal", "p\\u0430ypal"),  # (Cyrillic a: as before)
+    ("ab\u0915", "ab\\u0915"),  # Devanagari in a Latin word: not Highly Restrictive
+])
+def test_a_word_that_mixes_scripts_shows_the_odd_letters_escaped(item: str, shown: str) -> None:
+    assert printable(item) == shown
+
+
+def _lookalikes_of_latin() -> list[str]:
+    """Letters of a script other than Latin (assigned in this Python's Unicode) that UTS #39's
+    confusables read as one small Latin letter."""
+    found = []
+    for code, target in _prototypes().items():
+        char = chr(code)
+        if (len(target) == 1 and "a" <= target <= "z"
+                and unicodedata.category(char) in ("Ll", "Lu", "Lo")
+                and (scripts := _scripts(char)) and "Latn" not in scripts
+                and not unicodedata.decomposition(char)):
+            found.append(char)
+    return sorted(found)
+
+
+def test_every_lookalike_of_a_latin_letter_in_a_latin_word_shows_escaped() -> None:
+    """Brute force over Unicode's data: each such letter, put for its Latin letter in a word of
+    Latin letters, shows an escape (no seven scripts of a hand list: 25 scripts here)."""
+    lookalikes = _lookalikes_of_latin()
+    assert len({frozenset(_scripts(char)) for char in lookalikes}) > 15
+    words = ["paypal", "google", "youtube", "amazon", "microsoft", "facebook"]
+    rng = random.Random(55)
+    for char in lookalikes:
+        target = _prototypes()[ord(char)]
+        word = next((w for w in rng.sample(words, len(words)) if target in w),
+                    target + "xyzw")
+        item = word.replace(target, char, 1)
+        assert ESCAPE.search(printable(item)), (item, printable(item))
+
+
+@pytest.mark.parametrize("item", [
+    "\u0395\u03bb\u03bb\u03ac\u03b4\u03b1 Greece",
+    "\u03a3\u03c9\u03ba\u03c1\u03ac\u03c4\u03b7\u03c2 Socrates",
+    "Greece (\u0395\u03bb\u03bb\u03ac\u03b4\u03b1)", "\u03a3\u03c0\u03ac\u03c1\u03c4\u03b7-Sparta",
+    "\u0411\u0435\u043b\u0430\u0440\u0443\u0441\u044c Belarus",
+    "\u0394\u03b5\u03bb\u03c6\u03bf\u03af/Delphi",
+])
+def test_words_of_two_scripts_that_read_as_no_other_show_as_they_are(item: str) -> None:
+    """Each word is of one script and has a letter that reads as no letter of the other
+    (``λ``, ``б``): the item reads as no item of one script. (A word all of whose letters do,
+    by Unicode's confusables, ``Київ`` beside ``Kyiv``, is escaped, as before.)"""
+    assert printable(item) == item
+
+
+@pytest.mark.parametrize("item", [
+    "Tokyo\u6771\u4eac", "\uff30\uff23\u30b2\u30fc\u30e0", "BTS\ubc29\ud0c4\uc18c\ub144\ub2e8",
+    "iPhone\u30b1\u30fc\u30b9", "\u6ce8\u97f3\u3105\u3106abc", "\u05e9\u05dc\u05d5\u05dd abc",
+    "iPhone \u0622\u06cc\u0641\u0648\u0646", "\u0905\u092e\u0947\u091c\u093c\u0928 amazon",
+])
+def test_highly_restrictive_words_and_words_of_scripts_apart_show_as_they_are(item: str) -> None:
+    """UTS #39, section 5.2: Latin with Han and kana, with Han and Bopomofo, with Han and
+    Hangul in one word; and words of Hebrew, Arabic, Devanagari beside Latin ones."""
+    assert printable(item) == item
+
+
+@pytest.mark.parametrize(("item", "shown"), [
+    ("paypal.\u0441\u0441", "paypal.\\u0441\\u0441"),  # Cyrillic cc read as Latin cc
+    ("x.\u0391\u0391", "x.\\u0391\\u0391"),  # Greek AA, the item's most, read as Latin AA
+    ("\u0441\u043e\u0441\u043e\u0430 cocoa", "\\u0441\\u043e\\u0441\\u043e\\u0430 cocoa"),
+])
+def test_a_word_of_one_script_that_reads_as_another_words_script_is_escaped(
+        item: str, shown: str) -> None:
+    """A whole-script confusable (UTS #39, section 4) within one item: what is left shown as it
+    is never reads as letters of one script while it is of two."""
+    assert printable(item) == shown
+
+
+def test_scripts_txt_is_what_gen_scripts_writes() -> None:
+    """The shipped table is the generator's, from the Unicode version its header names
+    (fontTools' tables, where they are of that version)."""
+    fonttools = pytest.importorskip("fontTools.unicodedata")
+    shipped = Path(gen_scripts.OUT).read_text(encoding="utf-8")
+    values, version = gen_scripts.from_fonttools()
+    if f"version {version};" not in shipped.splitlines()[0]:
+        pytest.skip(f"fontTools {fonttools.__name__} holds Unicode {version}")
+    assert gen_scripts.table(values, version) == shipped
+
+
+def test_gen_scripts_reads_unicode_files() -> None:
+    scripts = ("# Scripts-18.0.0.txt\n0041..005A    ; Latin # L&  [26] A..Z\n"
+               "0370..0373    ; Greek # L&   [4]\n00B7 ; Common # Po MIDDLE DOT\n")
+    extensions = "00B7          ; Grek Latn # Po       MIDDLE DOT\n"
+    aliases = "sc ; Grek ; Greek\nsc ; Latn ; Latin\nsc ; Zyyy ; Common\n"
+    values, version = gen_scripts.from_unicode_files(scripts, extensions, aliases)
+    assert version == "18.0.0"
+    lines = gen_scripts.table(values, version).splitlines()
+    assert [line for line in lines if not line.startswith("#")] == [
+        "0041..005A;Latn", "00B7;Grek Latn", "0370..0373;Grek"]
