@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-__all__ = ["Backoff", "Holdoff", "full_jitter"]
+__all__ = ["Backoff", "Holdoff", "ceiling", "full_jitter"]
 
 # A process's draws when a caller gives no source of its own (thread-safe: one C call a draw).
 JITTER = random.Random()
@@ -28,7 +28,8 @@ JITTER = random.Random()
 _MAX_DOUBLINGS = 30
 
 
-def _ceiling(base_s: float, cap_s: float, tries: int) -> float:
+def ceiling(base_s: float, cap_s: float, tries: int) -> float:
+    """``min(cap_s, base_s * 2^tries)``: the bound of a pause after ``tries`` failed tries."""
     if not (base_s >= 0 and cap_s >= 0 and tries >= 0):  # (NaN refused too)
         raise ValueError(f"a backoff needs base, cap and tries >= 0, got {base_s}, {cap_s}, "
                          f"{tries}")
@@ -38,7 +39,7 @@ def _ceiling(base_s: float, cap_s: float, tries: int) -> float:
 def full_jitter(base_s: float, cap_s: float, tries: int, rng: random.Random) -> float:
     """A pause after ``tries`` failed tries before the last: uniform in [0, min(cap_s,
     base_s * 2^tries)]."""
-    return rng.uniform(0, _ceiling(base_s, cap_s, tries))
+    return rng.uniform(0, ceiling(base_s, cap_s, tries))
 
 
 class Backoff:
@@ -47,7 +48,7 @@ class Backoff:
     if None)."""
 
     def __init__(self, base_s: float, cap_s: float, rng: random.Random | None = None) -> None:
-        _ceiling(base_s, cap_s, 0)  # (a negative bound refused now, not at the first pause)
+        ceiling(base_s, cap_s, 0)  # (a negative bound refused now, not at the first pause)
         self.base_s, self.cap_s = base_s, cap_s
         self.rng = JITTER if rng is None else rng
         self.tries = 0
@@ -55,7 +56,7 @@ class Backoff:
     @property
     def ceiling_s(self) -> float:
         """The most the next pause can be."""
-        return _ceiling(self.base_s, self.cap_s, self.tries)
+        return ceiling(self.base_s, self.cap_s, self.tries)
 
     def pause(self) -> float:
         pause = full_jitter(self.base_s, self.cap_s, self.tries, self.rng)
@@ -73,12 +74,12 @@ class Backoff:
 class Holdoff:
     """How long something that failed is not tried again (its callers fail at once meanwhile):
     ``base_s`` after a failure, doubling with each failure that follows, to ``cap_s``
-    (``_ceiling``, as a ``Backoff``'s bound); a success starts again from ``base_s``. The
+    (``ceiling``, as a ``Backoff``'s bound); a success starts again from ``base_s``. The
     caller gives the time (``now``, of one monotonic clock), so a store keeps its own clock as
     its tests' seam."""
 
     def __init__(self, base_s: float, cap_s: float) -> None:
-        _ceiling(base_s, cap_s, 0)
+        ceiling(base_s, cap_s, 0)
         self.base_s, self.cap_s = base_s, cap_s
         self.failures = 0
         self.until = 0.0  # nothing is held off while the clock is at or past it
@@ -89,7 +90,7 @@ class Holdoff:
 
     def failed(self, now: float) -> float:
         """Hold off from ``now`` for the next length, and return it."""
-        self.length_s = _ceiling(self.base_s, self.cap_s, self.failures)
+        self.length_s = ceiling(self.base_s, self.cap_s, self.failures)
         self.failures += 1
         self.until = now + self.length_s
         return self.length_s

@@ -31,6 +31,7 @@ import numpy as np
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.backoff import ceiling
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.credentials import bearer_metadata
@@ -150,8 +151,10 @@ def no_task_pause(retry_after_ms: int, quick_answers: int, rng: random.Random) -
     if quick_answers < 0:
         raise ValueError(f"quick_answers must be >= 0, got {quick_answers}")
     asked = min(max(retry_after_ms, 0) / 1000, NO_TASK_MAX_WAIT_S)
-    backoff = min(NO_TASK_MAX_BACKOFF_S, NO_TASK_FLOOR_S * 2 ** min(quick_answers, 30))
+    backoff = ceiling(NO_TASK_FLOOR_S, NO_TASK_MAX_BACKOFF_S, quick_answers)
     return max(asked, backoff) * (1 + 0.5 * rng.random())
+
+
 # What an Enroll answers a token that cannot enroll this device (unknown, used, expired; its
 # key already enrolled): reported together, not retried.
 _REFUSED_ENROLLMENT = frozenset({grpc.StatusCode.UNAUTHENTICATED,

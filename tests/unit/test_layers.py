@@ -1170,9 +1170,10 @@ def test_the_privacy_face_loads_neither_scipy_nor_dp_accounting(tmp_path: Path) 
 # docs/architecture.md, the one-piece table's ``backoff.Backoff``: a retry loop's pauses are
 # drawn from it (full jitter), not doubled by hand beside a sleep, where no jitter was drawn and
 # each loop had its own caps. Before, five service loops doubled their own pause. And a value
-# doubled up to a cap (``min(2 * x, cap)``) is a pause's growth wherever it is: the stores'
-# fail-at-once windows (``backoff.Holdoff``) and the devices' enrolment retries, whose pause a
-# method of their own slept, each doubled theirs so.
+# doubled up to a cap (``min(2 * x, cap)``, ``min(cap, base * 2 ** n)``) is a pause's growth
+# wherever it is: the stores' fail-at-once windows (``backoff.Holdoff``), the devices'
+# enrolment retries, whose pause a method of their own slept, and their pause after a GetTask
+# that brought nothing (``backoff.ceiling``) each doubled theirs so.
 BACKOFF = "fedhh.backoff"
 
 
@@ -1189,11 +1190,21 @@ def _doubles(node: ast.AST) -> bool:
                for n in ast.walk(node.value))
 
 
+def _powers_of_two(node: ast.AST) -> bool:
+    """``2 ** n`` (or ``2.0 ** n``) within ``node``, ``n`` a variable (``2.0 ** -53`` is a
+    constant)."""
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)
+               and isinstance(n.left, ast.Constant) and n.left.value == 2
+               and any(isinstance(m, ast.Name) for m in ast.walk(n.right))
+               for n in ast.walk(node))
+
+
 def _capped_doubling(node: ast.AST) -> bool:
-    """``min(2 * x, cap)`` (either side, any argument)."""
+    """``min(2 * x, cap)`` or ``min(cap, base * 2 ** n)`` (either side, any argument)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-        and node.func.id == "min" and any(_doubles(ast.Assign(targets=[], value=arg))
-                                          for arg in node.args)
+        and node.func.id == "min" and any(
+            _doubles(ast.Assign(targets=[], value=arg)) or _powers_of_two(arg)
+            for arg in node.args)
 
 
 def hand_written_backoffs(root: Path) -> list[str]:
@@ -1239,11 +1250,16 @@ def test_every_retry_pause_is_drawn_from_the_one_backoff(tmp_path: Path) -> None
             "async def retry(call, pause):\n    p = 0.2\n    while True:\n"
             "        try:\n            return await call()\n        except OSError:\n"
             "            await pause(p)\n            p = min(2 * p, 10.0)\n",
+        "device/fedhh_device/polls.py":
+            "def pause(n, rng):\n    return min(5.0, 0.1 * 2 ** min(n, 30)) * rng.random()\n",
+        "fedhh/privacy/dots.py":  # (a power of two that is a constant: no pause)
+            "def move(m):\n    return min(m, 16.0 * 2.0**-53)\n",
         "fedhh/backoff.py":
             "import asyncio\n\n\nasync def sleep(c):\n    await asyncio.sleep(c * 2)\n\n\n"
             "def grow(n, cap):\n    return min(2 * n, cap)\n"})
     assert sorted(hand_written_backoffs(tmp_path)) == [
         "aggregator/fedhh_aggregator/wait.py:7 doubles a pause by hand in wait",
         "device/fedhh_device/calls.py:8 doubles a pause to a cap by hand in retry",
+        "device/fedhh_device/polls.py:2 doubles a pause to a cap by hand in pause",
         "server/fedhh_coordinator/db/store.py:3 doubles a pause to a cap by hand in failed",
         "server/fedhh_coordinator/poll.py:8 doubles a pause to a cap by hand in poll"]
