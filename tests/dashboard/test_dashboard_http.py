@@ -356,3 +356,24 @@ def test_a_run_not_done_downloads_as_a_list_so_far(served: Served) -> None:
     status, headers, body = served.request("GET", "/runs/r2/heavy-hitters.json", headers=session)
     assert headers["Content-Disposition"].endswith('-so-far.json"')
     assert json.loads(body)["state"] != "done"
+
+
+def test_a_sign_in_form_declared_over_the_cap_is_refused_unread(served: Served) -> None:
+    """Before, a form that declared 50 MB and sent none of it was awaited for 10 s and
+    answered 408 'the sign-in form came too slowly'."""
+    import socket
+    import time
+
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    with socket.create_connection((served.host, served.port), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname=served.host) as tls:
+        tls.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/x-www-form-urlencoded\r\n"
+                    b"Content-Length: 52428800\r\n\r\ntoken=")
+        answer, began = b"", time.monotonic()
+        tls.settimeout(9.0)  # (the old wait was 10 s: see the test above)
+        while chunk := tls.recv(65536):
+            answer += chunk
+    assert time.monotonic() - began < 9.0
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
+    assert answer.endswith(b"the sign-in form is at most 65536 bytes, this one 52428800")
