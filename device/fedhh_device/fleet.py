@@ -38,7 +38,7 @@ from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.rpc.device_client import RetryPolicy, Transport
 from fedhh.rpc.device_users import enroll_request
-from fedhh.rpc.participation import ComputeTurns
+from fedhh.rpc.participation import RETRIED_CODES, ComputeTurns
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys, Stage
 from fedhh.secagg.graph import ROUNDS_REMEMBERED
@@ -159,8 +159,12 @@ def no_task_pause(retry_after_ms: int, quick_answers: int, rng: random.Random) -
 # key already enrolled): reported together, not retried.
 _REFUSED_ENROLLMENT = frozenset({grpc.StatusCode.UNAUTHENTICATED,
                                  grpc.StatusCode.ALREADY_EXISTS})
-_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                      grpc.StatusCode.RESOURCE_EXHAUSTED})
+# What ``Fleet._retry`` calls again (an Enroll is answered again for the same signed request):
+# the codes every device call retries (unreachable; CANCELLED, a call shed past the
+# coordinator's backlog), the shed ones its pauses are sized for, and a call too slow to answer.
+# Before, CANCELLED was left out: a shed Enroll ended the enrolment with the error, though
+# its pause was sized for it.
+_RETRIED = RETRIED_CODES | _SHED | {grpc.StatusCode.DEADLINE_EXCEEDED}
 # Devices that share one connection to an aggregator (--devices-per-connection). A device's
 # session stream stays open for its whole round, and an aggregator admits
 # --max-streams-per-connection (4096) streams on a connection: a device beyond them waited for

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc import serving
@@ -40,10 +41,23 @@ class AnswersLostOnce(pb_grpc.DeviceServiceServicer):
         return response
 
 
-async def enroll_through_a_lost_answer(store: Store, token: str, state_dir: Path) -> Fleet:
+class ShedOnce(AnswersLostOnce):
+    """The coordinator's Enroll, whose first call is shed unanswered (CANCELLED, as gRPC core
+    sheds the calls past a full backlog before any handler runs)."""
+
+    async def Enroll(self, request: pb.EnrollRequest, context: Any) -> pb.EnrollResponse:
+        self.calls += 1
+        if self.calls == 1:
+            await context.abort(grpc.StatusCode.CANCELLED, "shed (the test's)")
+        return await self.devices.Enroll(request, context)
+
+
+async def enroll_through_a_lost_answer(store: Store, token: str, state_dir: Path,
+                                       servicer: type[AnswersLostOnce] = AnswersLostOnce
+                                       ) -> Fleet:
     devices = DeviceService(store, lobby=None, key=Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                             verifier=OneTimeTokens(), enroll_limit=RateLimiter(100.0, 100))
-    lossy = AnswersLostOnce(devices)
+    lossy = servicer(devices)
     server = serving.new_server()
     pb_grpc.add_DeviceServiceServicer_to_server(lossy, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -52,7 +66,7 @@ async def enroll_through_a_lost_answer(store: Store, token: str, state_dir: Path
     try:
         user = DeviceData(("word",), np.ones(1, dtype=np.int64))
         fleet = Fleet([(7, user)], channel, {7: token}, grpc.aio.insecure_channel,
-                      state_dir=state_dir)
+                      state_dir=state_dir, seed=1)
         await fleet.enroll_all()
     finally:
         await channel.close()
@@ -61,10 +75,16 @@ async def enroll_through_a_lost_answer(store: Store, token: str, state_dir: Path
     return fleet
 
 
-def test_a_device_whose_enroll_answer_was_lost_enrolls_on_its_retry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("servicer", [AnswersLostOnce, ShedOnce])
+def test_a_device_whose_enroll_answer_was_lost_enrolls_on_its_retry(
+        tmp_path: Path, servicer: type[AnswersLostOnce]) -> None:
+    """Also a first call shed CANCELLED (the coordinator's backlog full, as when a crowd of
+    devices enrolls at once): the device pauses as after a shed GetTask and calls again.
+    Before, the enrolment retried UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED only,
+    and a shed call ended it with the error, though its pause was sized for a shed call."""
     store = Store(tmp_path / "c.sqlite")
     token, = mint(store, 1)
-    asyncio.run(enroll_through_a_lost_answer(store, token, tmp_path / "state"))
+    asyncio.run(enroll_through_a_lost_answer(store, token, tmp_path / "state", servicer))
     saved = json.loads((tmp_path / "state" / "devices.json").read_text())
     identity = saved["7"]
     record = store.device(identity["device_id"])
