@@ -203,10 +203,10 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def StartRun(self, request: pb.StartRunRequest, context: grpc.aio.ServicerContext
                        ) -> pb.Run:
         self._check(context)
-        config = from_proto(request.config)
+        config = await asyncio.to_thread(from_proto, request.config)
         row = await create_run(self.store, config, request.run_id, self.budget)
         self.runner.wake()
-        return self._run(row.run_id)
+        return await self._answer(row.run_id)
 
     @status_errors
     async def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest,
@@ -237,20 +237,25 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)
-        return self._run(request.run_id)
+        return await self._answer(request.run_id)
 
     @status_errors
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
                        ) -> pb.ListRunsResponse:
         self._check(context)
-        return pb.ListRunsResponse(runs=[self._listed(run_id, state)
-                                         for run_id, state in self.store.run_states()])
+        listed = [(run_id, state, self.runner.progress_of(run_id))
+                  for run_id, state in self.store.run_states()]
+        return pb.ListRunsResponse(runs=await asyncio.to_thread(
+            lambda: [self._listed(*run) for run in listed]))
 
     @status_errors
     async def GetResults(self, request: pb.GetResultsRequest,
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
-        row = self.store.run(request.run_id)
+        return await asyncio.to_thread(self._results, request.run_id)
+
+    def _results(self, run_id: str) -> pb.Results:
+        row = self.store.run(run_id)
         parts = RunParts.load(row)
         codec = parts.tree.codec
 
@@ -277,7 +282,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def CancelRun(self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
                         ) -> pb.Run:
         self._check(context)
-        row = self.store.run(request.run_id)
+        row = await asyncio.to_thread(self.store.run, request.run_id)
         by = f"the admin API's caller at {context.peer()}"
         if row.state == "pending":
             self.store.set_run_state(row.run_id, "cancelled", "cancelled by the operator")
@@ -288,9 +293,17 @@ class AdminService(pb_grpc.AdminServiceServicer):
             log.info("run cancel asked: the run stops once its round under way ends, at once "
                      "if the round is still in its check-in",
                      extra={"run_id": row.run_id, "by": by})
-        return self._run(row.run_id)
+        return await self._answer(row.run_id)
 
-    def _listed(self, run_id: str, state: str) -> pb.Run:
+    async def _answer(self, run_id: str) -> pb.Run:
+        """``_run`` off the event loop, its progress read on it (the runner's, which the
+        loop changes). A run's config is read, checked and converted whole on each call: a
+        deny list of 1,000,000 items (``MAX_DENY_ITEMS``) took ~1 s, during which the
+        coordinator answered no device and no caller."""
+        progress = self.runner.progress_of(run_id)
+        return await asyncio.to_thread(self._run, run_id, True, progress)
+
+    def _listed(self, run_id: str, state: str, progress: pb.Progress | None) -> pb.Run:
         """The run as GetRun answers it, less what can make it large: its attempts' summaries,
         its deny list and its codebook unless a built-in one's name (the JSON of up to 1 MiB).
         With them, a run weighed up to a few MiB (a deny list of 1,000 items of 1,000
@@ -299,7 +312,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         stored row is damaged is listed by its id and state with the damage as its error
         (GetRun answers it DATA_LOSS)."""
         try:
-            run = self._run(run_id, with_rounds=False)
+            run = self._run(run_id, False, progress)
         except StoreDamaged as damage:
             return pb.Run(run_id=run_id, state=state, error=str(damage))
         run.config.ClearField("deny_list")
@@ -307,7 +320,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
             run.config.ClearField("codec")
         return run
 
-    def _run(self, run_id: str, with_rounds: bool = True) -> pb.Run:
+    def _run(self, run_id: str, with_rounds: bool, progress: pb.Progress | None) -> pb.Run:
         row = self.store.run(run_id)
         ledger = stored_ledger(row)
         # (a figure the wire cannot carry is damage too)
@@ -316,7 +329,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
             run_id=row.run_id, state=row.state, config=config, eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
             error=row.error, rounds=self._rounds(run_id) if with_rounds else (),
-            progress=self.runner.progress_of(run_id),
+            progress=progress,
         )
 
     def _rounds(self, run_id: str) -> list[pb.RoundSummary]:
