@@ -1,4 +1,5 @@
-"""`fedhh certs`: development TLS material and service secrets for a local or compose deployment.
+"""`fedhh certs`: development TLS material and service secrets for a local, compose or
+Kubernetes deployment.
 
 Writes one server certificate (server.pem, server.key) valid for the given host names for
 --days days (default 30: rerun to renew, then restart the services, which read it as they

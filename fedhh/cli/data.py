@@ -250,9 +250,12 @@ def _inspect(args: argparse.Namespace) -> int:
                                        start=1):
         print(f"  {rank:>4}  {ljust(item, width)} {row['weighted']:>10.5f} "
               f"{row['unweighted']:>14.4f}")
+    # (the note `fedhh simulate` and `fedhh up` print under their lists: before, this one was
+    # worded apart, "an item ending in … is cut to 160 columns")
     if any(cut for _, cut in rows):
-        print(f"  (an item ending in … is cut to {INSPECT_COLUMNS_MAX} columns: it stands for "
-              "the item that begins so; --json gives it whole)")
+        from fedhh.cli.simulate import column_cut_note
+
+        print(f"  {column_cut_note(report['top_weighted'], rows, INSPECT_COLUMNS_MAX)}")
     return 0
 
 

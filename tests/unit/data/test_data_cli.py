@@ -170,8 +170,9 @@ def test_inspect_cuts_an_item_longer_than_its_column(tmp_path: Path,
     assert long_row.split() == ["1", "B" * 159 + "…", "0.50000", "0.5000"]
     assert short_row.split() == ["2", "short\\u2026", "0.33333", "0.3333"]
     assert len({len(row) for row in table[:-1]}) == 1 and len(long_row) < 200
-    assert note == ("  (an item ending in … is cut to 160 columns: it stands for the item that "
-                    "begins so; --json gives it whole)")
+    assert note == ("  (1 listed here is wider than the item column's 160 columns, cut to them "
+                    "ending in …: each stands for its item, which begins so; --json gives it "
+                    "whole)")
     assert run(["data", "inspect", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["top_weighted"][0]["item"] == "B" * 5000
