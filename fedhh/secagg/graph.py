@@ -192,16 +192,29 @@ class NeighbourGraph:
         to remove, every device with fewer than ``t`` neighbours among those left: the t-core
         of the subgraph ``members`` induce. It is unique (a removal never gives another device
         a neighbour, so the order of removals does not change the result; Matula and Beck,
-        "Smallest-last ordering and clustering and graph coloring algorithms", JACM 1983), and
-        found here a whole round of removals at a time, each a gather over the n x k table."""
+        "Smallest-last ordering and clustering and graph coloring algorithms", JACM 1983).
+
+        One gather over the n x k table counts each device's neighbours among the members;
+        each removal then takes one from its own neighbours' counts (the graph is undirected),
+        so a round of removals costs its devices' k entries, not another pass over the table.
+        Near the cliff of ``closing_keeps_round`` the removals cascade around the ring for
+        tens to over a hundred rounds, more the larger n: a pass a round cost ~10-45 ms at
+        5,000 devices and 0.3-1.2 s at 25,000 (now ~5 and ~25), and a worker asks every
+        quarter of a quiet spell (docs/benchmarks.md, "Issue 30 at the fifty-fifth stop")."""
         ids, alive = self._members(members)
-        if self._table is None:  # complete: each member has every other member as neighbour
+        table = self._table
+        if table is None:  # complete: each member has every other member as neighbour
             return set(ids.tolist()) if ids.size - 1 >= t else set()
-        while True:
-            weak = alive[1:] & (np.count_nonzero(alive[self._table], axis=1) < t)
-            if not weak.any():
-                return set(np.flatnonzero(alive).tolist())
-            alive[1:][weak] = False
+        among = np.zeros(self.n + 1, dtype=np.int64)  # a device's neighbours still in
+        among[1:] = np.count_nonzero(alive[table], axis=1)
+        weak = ids[among[ids] < t]
+        while weak.size:
+            alive[weak] = False
+            touched = table[weak - 1].ravel()
+            np.subtract.at(among, touched, 1)
+            touched = np.unique(touched)  # each removed once, its neighbours' counts cut once
+            weak = touched[alive[touched] & (among[touched] < t)]
+        return set(np.flatnonzero(alive).tolist())
 
     def connected(self, members: Sequence[int]) -> bool:
         """True iff ``members`` (distinct ids) induce a connected subgraph (module docstring)."""
