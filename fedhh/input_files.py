@@ -10,7 +10,9 @@ import codecs
 import errno
 import io
 import os
+import re
 import select
+import shlex
 import stat
 import sys
 import unicodedata
@@ -131,6 +133,41 @@ def read_whole(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
 
 def _size(count: int) -> str:
     return f"{count // MIB} MiB" if count >= MIB else f"{count // KIB} KiB"
+
+
+# The compressed formats a file of users may come in: the first bytes of each (bzip2's whole
+# header, its block or end magic too: "BZh" alone may begin a line of text) and the command
+# that writes its contents to standard output.
+COMPRESSED = {".gz": (rb"\x1f\x8b", "gzip", "zcat"),
+              ".bz2": (rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)", "bzip2", "bzcat"),
+              ".xz": (rb"\xfd7zXZ\x00", "xz", "xzcat"),
+              ".zst": (rb"\x28\xb5\x2f\xfd", "zstd", "zstdcat"),
+              ".zip": (rb"PK\x03\x04", "zip", "unzip -p")}
+
+
+def compressed_problem(path: str | os.PathLike[str], head: bytes | None = None) -> str | None:
+    """Why ``path`` is not read, with the command line that reads it, when it is compressed:
+    by its first bytes ``head``, or else by its name's last suffix; None when it is not.
+    Before, ``users.txt.gz`` was refused as "unknown dataset file type '.gz'" by name, and
+    read as text "not UTF-8 (byte 2 of the line: b'\\x8b') ...; save it as UTF-8", neither
+    saying that it is compressed nor how to read it."""
+    name = os.fspath(path)
+    base, suffix = os.path.splitext(name)
+    if head is not None:
+        found = next(((kind, tool) for magic, kind, tool in COMPRESSED.values()
+                      if re.match(magic, head)), None)
+    else:
+        found = COMPRESSED[suffix.lower()][1:] if suffix.lower() in COMPRESSED else None
+    if found is None:
+        return None
+    kind, tool = found
+    # (the format inside: users.txt.gz holds text; a .txt that is gzip inside, too)
+    inner = os.path.splitext(base)[1] if suffix.lower() in COMPRESSED else suffix
+    form = {".txt": "text", ".jsonl": "jsonl"}.get(inner.lower(), "text|jsonl")
+    return (f"it is {kind}-compressed{' (by its first bytes)' if head is not None else ''}, "
+            "which fedhh does not read: give it through a pipe, as in `fedhh data import "
+            f"--format {form} <({tool} {shlex.quote(name)}) --out DIR`, or decompressed to a "
+            "file first")
 
 
 HEAD_BYTES = 256  # (what `wide_encoding_problem` reads: a UTF-8 file with so many NULs is none)

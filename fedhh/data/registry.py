@@ -34,7 +34,7 @@ from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.itemsets import ITEMSETS_VERSION
 from fedhh.data.progress import announce
 from fedhh.errors import DatasetError
-from fedhh.input_files import missing_reason
+from fedhh.input_files import compressed_problem, missing_reason
 
 logger = logging.getLogger(__name__)
 
@@ -314,6 +314,8 @@ def source_format(path: Path) -> str:
         return "text"
     if path.suffix.lower() == ".jsonl":
         return "jsonl"
+    if (compressed := compressed_problem(path)) is not None:
+        raise DatasetError(f"{path}: {compressed}")
     tabular = (" (no format reads columns: write each user's items as one JSON array a line, "
                "a .jsonl file; docs/datasets.md)"
                if path.suffix.lower() in (".csv", ".tsv") else "")

@@ -46,7 +46,13 @@ from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.errors import ConfigError, DatasetError
-from fedhh.input_files import HEAD_BYTES, not_utf8, open_input, wide_encoding_problem
+from fedhh.input_files import (
+    HEAD_BYTES,
+    compressed_problem,
+    not_utf8,
+    open_input,
+    wide_encoding_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +168,10 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
         raise DatasetError(str(error)) from None
     try:
         # (the file's beginning, unread: peek, so that a pipe works as before)
-        if (problem := wide_encoding_problem(handle.peek(HEAD_BYTES))) is not None:
+        head = handle.peek(HEAD_BYTES)
+        if (problem := compressed_problem(source, head)) is not None:
+            raise DatasetError(f"{source}: {problem}")
+        if (problem := wide_encoding_problem(head)) is not None:
             raise DatasetError(f"{source}: {problem}; a {kind} dataset is UTF-8: save it so")
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
