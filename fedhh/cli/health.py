@@ -86,7 +86,7 @@ def ask(args: argparse.Namespace) -> tuple[int, str, bool]:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from fedhh.cli.options import connection_problem
-    from fedhh.rpc.serving import command_channel
+    from fedhh.rpc.serving import COMMAND_RETRIED, command_channel
 
     with command_channel(args.address, args.ca, tls_name=args.tls_name) as channel:
         try:
@@ -95,8 +95,7 @@ def ask(args: argparse.Namespace) -> tuple[int, str, bool]:
         except grpc.RpcError as error:
             # The status alone ("UNAVAILABLE") told a wrong CA from a stopped service or a
             # port that is not gRPC by nothing: the cause and what to do follow it.
-            why, final = "", error.code() not in (grpc.StatusCode.UNAVAILABLE,
-                                                  grpc.StatusCode.DEADLINE_EXCEEDED)
+            why, final = "", error.code() not in COMMAND_RETRIED
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 why, final = connection_problem(error.details() or "", args.address, args.ca,
                                                 args.tls_name)

@@ -112,8 +112,7 @@ class AdminClient:
             try:
                 run = self.run(run_id)
             except grpc.RpcError as error:
-                if error.code() not in (grpc.StatusCode.UNAVAILABLE,
-                                        grpc.StatusCode.DEADLINE_EXCEEDED):
+                if error.code() not in serving.COMMAND_RETRIED:
                     raise
                 run = None
             if run is not None:

@@ -470,6 +470,12 @@ def open_channel(address: str, credentials: grpc.ChannelCredentials | None = Non
     return grpc.aio.secure_channel(address, credentials, options=chosen)
 
 
+# A command's call that a wait makes again (``fedhh admin wait``'s polls, ``fedhh health
+# --wait``): the service unreachable, or too slow to answer within the call's deadline. Any
+# other answer is the service's, and final. (Before, each wait named the pair itself.)
+COMMAND_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
 def command_channel(address: str, ca: str | os.PathLike[str] | None,
                     options: Sequence[tuple[str, Any]] = (), tls_name: str | None = None
                     ) -> grpc.Channel:

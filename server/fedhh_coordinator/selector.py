@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 # How long a selector gathers check-ins before it sends them: a round's devices arrive within
 # seconds, so 20 ms costs nothing and makes one message of hundreds of check-ins.
 BATCH_DELAY_S = 0.02
+# The leader's answers that end a selector (a wrong token, a request it refuses): no try
+# again changes them, where any other ends the stream and the selector attaches again.
+LEADER_REFUSALS = frozenset({grpc.StatusCode.UNAUTHENTICATED,
+                             grpc.StatusCode.INVALID_ARGUMENT})
 
 
 class WrongCoordinatorKey(FedhhError):
@@ -272,8 +276,7 @@ class LeaderLink:
                 await self._attach()
                 backoff.reset()
             except grpc.aio.AioRpcError as error:
-                if error.code() in (grpc.StatusCode.UNAUTHENTICATED,
-                                    grpc.StatusCode.INVALID_ARGUMENT):
+                if error.code() in LEADER_REFUSALS:
                     log.error("the leader refused this selector",
                               extra={"code": error.code().name, "details": error.details()})
                     raise LeaderRefused(error.code(), error.details() or "") from None

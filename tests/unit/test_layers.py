@@ -1010,6 +1010,43 @@ def test_a_listeners_tls_context_is_decided_in_the_one_piece(tmp_path: Path) -> 
         "fedhh/rpc/observability.py:2 makes a listener's TLS context"]
 
 
+# Which answers a caller tries again, or takes as final, is a named set of status codes
+# (``participation.RETRIED_CODES``, ``serving.COMMAND_RETRIED``, ...), so that one rule has one
+# name to be found by: before, ``fedhh admin wait`` and ``fedhh health --wait`` each wrote the
+# pair they wait past inline, and the devices' enrolment retries kept a set of their own that
+# left out CANCELLED, which every other device call retries.
+def inline_code_sets(root: Path) -> list[str]:
+    """Each ``x in (StatusCode.A, StatusCode.B, ...)`` (a tuple, set or list written inline)."""
+    found = []
+    for name, path in module_names(root).items():
+        if layer_of(name) not in NETWORKED:
+            continue
+        for node in walked(path):
+            if not isinstance(node, ast.Compare):
+                continue
+            for op, right in zip(node.ops, node.comparators, strict=True):
+                if isinstance(op, (ast.In, ast.NotIn)) \
+                        and isinstance(right, (ast.Tuple, ast.Set, ast.List)) \
+                        and sum("StatusCode." in ast.unparse(e) for e in right.elts) >= 2:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} classifies status "
+                                 "codes inline")
+    return found
+
+
+def test_status_codes_are_classified_by_named_sets(tmp_path: Path) -> None:
+    assert inline_code_sets(ROOT) == []
+    write_tree(tmp_path, {
+        "fedhh/rpc/admin_client.py":
+            "import grpc\n\n\ndef again(e):\n    return e.code() not in (\n"
+            "        grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)\n",
+        "fedhh/rpc/serving.py":
+            "import grpc\n\nRETRIED = frozenset({grpc.StatusCode.UNAVAILABLE,\n"
+            "                     grpc.StatusCode.DEADLINE_EXCEEDED})\n\n\n"
+            "def again(e):\n    return e.code() in RETRIED or e.code() in (1, 2)\n"})
+    assert inline_code_sets(tmp_path) == [
+        "fedhh/rpc/admin_client.py:5 classifies status codes inline"]
+
+
 # docs/architecture.md, the one-piece table's ``serving.check_start``: each process that
 # listens or writes a ready file refuses its TLS files, ready file and listeners there, in the
 # function that checks its start.
