@@ -429,16 +429,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(204, b"")
 
 
+def _ended_as(task: dict[str, Any]) -> str:
+    """How a task ended, as the page words it (demo.ts ``outcomeText``): a device that sent its
+    masked input to an attempt that then aborted contributed to no release, so the outcome is
+    named with it (before, 'contributed' alone, where the page said 'contributed
+    (round_aborted)')."""
+    outcome = task.get("outcome")
+    if task.get("contributed"):
+        return "contributed" if outcome == "completed" else f"contributed ({outcome})"
+    return f"{outcome}" + (f" ({task['detail']})" if task.get("detail") else "")
+
+
 def summary(devices: list[dict[str, Any]]) -> list[str]:
     """One line per browser device: its rounds and what became of each."""
     lines = [] if devices else ["none reported (was the page opened?)"]
     for d in devices:
         tasks = d.get("tasks") or []
-        done = ", ".join(f"{t.get('task')}: "
-                         + ("contributed" if t.get("contributed") else
-                            f"{t.get('outcome')}" + (f" ({t['detail']})" if t.get("detail")
-                                                     else ""))
-                         for t in tasks) or "no round yet"
+        done = ", ".join(f"{t.get('task')}: {_ended_as(t)}" for t in tasks) or "no round yet"
         who = f"device {d['deviceId']}" if d.get("deviceId") else "not enrolled"
         error = f"; failed: {d['error']}" if d.get("error") else ""
         # (on one line, escaped: what a page posted never acts on `fedhh up`'s terminal; a

@@ -125,7 +125,8 @@ def test_the_page_server_waits_for_the_devices_to_enrol(page: DemoPage) -> None:
     assert request(page, "POST", "/status", b'{"devices": 3}')[0] == 400
     with socket.create_connection(("127.0.0.1", page.port), timeout=10) as raw:
         # A declared body over the cap is answered unread.
-        raw.sendall(b"POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
+        raw.sendall(f"POST /status HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                    "Content-Length: 1000000000\r\n\r\n".encode())
         assert raw.recv(64).startswith(b"HTTP/1.1 413 ")
     assert request(page, "POST", "/elsewhere", b"{}")[0] == 404
     assert len(page.devices()) == 2  # the refused posts changed nothing
@@ -138,3 +139,18 @@ def test_the_dashboard_links_to_the_demo_page(capsys: pytest.CaptureFixture[str]
     assert "demo page" not in pages.runs_page([])
     line = one_line_error(["coordinator", "--demo-url", "javascript:alert(1)"], capsys)
     assert "--demo-url" in line and "expected an http(s):// URL" in line
+
+
+def test_the_terminal_names_an_attempt_that_aborted_after_a_device_contributed() -> None:
+    """As the page does (demo.ts outcomeText): before, 'demo round 2.1: contributed' for an
+    attempt that released nothing, its outcome round_aborted left out."""
+    tasks = [{"task": "demo round 2.1", "outcome": "round_aborted", "contributed": True,
+              "detail": ""},
+             {"task": "demo round 2.2", "outcome": "completed", "contributed": True,
+              "detail": ""},
+             {"task": "demo round 3.1", "outcome": "late", "contributed": False,
+              "detail": "the stage closed"}]
+    line = summary([{"user": 8, "deviceId": "3", "tasks": tasks, "spent": 1.5}])
+    assert line == ["user 8 (device 3, local eps spent 1.500): demo round 2.1: contributed "
+                    "(round_aborted), demo round 2.2: contributed, demo round 3.1: late (the "
+                    "stage closed)"]
