@@ -211,12 +211,17 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
     lines = [
         f"eps_local = {sol.eps_local:.4f}  (method {sol.method}, tolerance {sol.tolerance})",
         f"achieved eps_agg = {sol.eps_agg_achieved:.5f} <= {sol.eps_agg_target} "
-        f"at delta = {sol.delta}, {sol.rounds} rounds, {b.participants} participants per round",
+        f"at delta = {sol.delta}, {_rounds(sol.rounds)}, {b.participants} participants per round",
         *_breakdown_lines(b),
         f"  tightest: {b.tightest}; conditions verified: {sol.conditions_verified}",
         f"  sources: {cited}",
     ] + [f"  note: {note}" for note in sol.notes]
     return {**sol.to_dict(), "mechanism": args.mechanism, "sources": cited}, lines
+
+
+def _rounds(count: int) -> str:
+    """"1 round", "4 rounds" (README's `privacy amplify --rounds 1` said "1 rounds")."""
+    return f"{count} round{'' if count == 1 else 's'}"
 
 
 def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -226,7 +231,7 @@ def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     _require(args, "devices")
     chosen = [args.method] if args.method else list(METHODS)
     results, lines = [], [
-        f"eps_local = {args.eps_local} per round, {args.rounds} rounds, {args.devices} devices"
+        f"eps_local = {args.eps_local} per round, {_rounds(args.rounds)}, {args.devices} devices"
         f", sampling rate {args.sampling_rate}: aggregate (eps, delta) by method"
     ]
     for method in chosen:

@@ -132,3 +132,16 @@ def test_the_former_method_name_is_cited_as_clones(form: list[str],
     assert code == 0, err
     [cited] = _sources(out)
     assert "Hiding Among the Clones" in cited
+
+
+@pytest.mark.parametrize(("form", "said"), [
+    (["amplify", "--eps-local", "4", "--privacy-method", "clones"],
+     "eps_local = 4.0 per round, 1 round, 100000 devices, sampling rate 1.0: aggregate "
+     "(eps, delta) by method"),
+    (["--eps-agg", "1"], "at delta = 1e-06, 1 round, 100000 participants per round")])
+def test_one_round_is_said_in_the_singular(form: list[str], said: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # (the README's `privacy amplify ... --rounds 1` line said "1 rounds")
+    code, out, _ = run_cli(["privacy", *form, "--delta", "1e-6", "--rounds", "1", "--devices",
+                            "100000"], capsys)
+    assert code == 0 and said in out, out
