@@ -15,7 +15,8 @@ gRPC).
 Checks run in gRPC's order, and each before anything costs more than it: the route, the
 method, CORS, the content type and encoding, the timeout, then the credentials
 (``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
-before a byte of the body is read; then the declared length against the service's receive cap
+before a byte of the body is read (and, for a request that sends ``Expect: 100-continue``,
+before it is told to send it); then the declared length against the service's receive cap
 (larger: refused unread), the body, read within ``body_timeout_s``, cut off past the cap, and
 if large read only a few at a time (``large_bodies``), a method with a ``head_check`` (the
 masked vector, whose signed header is its first field) giving a turn only to a caller its
@@ -43,7 +44,7 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 
 import grpc
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from fedhh.errors import ConfigError, FedhhError
@@ -101,6 +102,10 @@ _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa
                      re.IGNORECASE)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# A call's head once checked: its procedure, timeout and metadata (``_checked_head``).
+_Checked = tuple[Procedure, float | None, tuple[tuple[str, str], ...]]
+# Where a request keeps its head's checks when its Expect ran them (``_expect``).
+_CHECKED: web.RequestKey[_Checked] = web.RequestKey("fedhh.connect.checked")
 
 
 def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
@@ -206,7 +211,7 @@ class ConnectServer:
         self.port = 0
         self._served: Served | None = None
         self.app = web.Application(client_max_size=max_request_bytes)
-        self.app.router.add_route("*", "/{path:.*}", self._serve)
+        self.app.router.add_route("*", "/{path:.*}", self._serve, expect_handler=self._expect)
 
     async def start(self, host: str, port: int, insecure: bool = False) -> int:
         """Serve on host:port (0: OS-chosen) with the TLS files, or in plaintext on loopback
@@ -258,6 +263,25 @@ class ConnectServer:
         return response
 
     async def _call(self, request: web.Request, origin: str | None) -> web.Response:
+        procedure, timeout_s, metadata = (request.get(_CHECKED)
+                                          or self._checked_head(request, origin))
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        async with asyncio.timeout_at(deadline):
+            body = await self._body(request, procedure.head_check)
+            try:
+                message = procedure.request_type.FromString(body)
+            except Exception as error:  # protobuf's DecodeError, or anything a parser raises
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   does_not_parse(error)) from None
+            del body
+            context = CallContext(metadata, peer_of(request), deadline)
+            answer = await procedure.handler(message, context)
+        return web.Response(body=answer.SerializeToString(), content_type=CONTENT_TYPE)
+
+    def _checked_head(self, request: web.Request, origin: str | None) -> _Checked:
+        """The call's procedure, timeout and metadata once its head passed every check that
+        comes before the body (a ConnectError for the first that fails)."""
         procedure = self.procedures.get(request.path)
         if procedure is None:
             raise ConnectError(grpc.StatusCode.UNIMPLEMENTED,
@@ -289,19 +313,37 @@ class ConnectServer:
                 procedure.check(metadata)
             except FedhhError as error:
                 raise ConnectError(check_failure_status(error), details_of(error)) from None
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout_s is None else loop.time() + timeout_s
-        async with asyncio.timeout_at(deadline):
-            body = await self._body(request, procedure.head_check)
-            try:
-                message = procedure.request_type.FromString(body)
-            except Exception as error:  # protobuf's DecodeError, or anything a parser raises
-                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
-                                   does_not_parse(error)) from None
-            del body
-            context = CallContext(metadata, peer_of(request), deadline)
-            answer = await procedure.handler(message, context)
-        return web.Response(body=answer.SerializeToString(), content_type=CONTENT_TYPE)
+        return procedure, timeout_s, metadata
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """A request's ``Expect``: ``100-continue`` is answered only once the call's head
+        passed every check ``_call`` makes before the body (and its declared length the
+        cap), so a refused call's body is never sent; its refusal is the answer, the
+        connection closed after it. Any other expectation is 417 in the protocol's shape.
+        Before, aiohttp's handler sent 100 Continue to any call, refused ones too (the body
+        then came for nothing), and answered other expectations in plain text, which a
+        Connect client reads from its status alone. (HTTP/1.0 has no Expect: ignored.)"""
+        if request.version != HttpVersion11:
+            return None
+        origin = request.headers.get("Origin")
+        expect = request.headers.get("Expect", "")
+        try:
+            if expect.strip().lower() != "100-continue":
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT, "the one expectation this "
+                                   f"port meets is 100-continue, got {expect[:100]!r}",
+                                   http_status=417)
+            if request.method != "OPTIONS":
+                request[_CHECKED] = self._checked_head(request, origin)
+                if (request.content_length or 0) > self.max_request_bytes:
+                    raise _too_large(self.max_request_bytes)
+        except ConnectError as error:
+            response = self._error(error.code, error.message, error.http_status, error.headers)
+            response.force_close()
+            self._secure(response, origin)
+            return response
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # (the answer's own size counts from here)
+        return None
 
     async def _body(self, request: web.Request, head_check: HeadCheck | None) -> bytes:
         """The body, at most the receive cap: a larger one is refused unread when its length

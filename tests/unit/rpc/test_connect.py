@@ -493,3 +493,51 @@ def test_a_refused_preflight_names_what_it_refuses() -> None:
               "are POSTs)", None),
         (403, "this origin may not call the service", None),
         (204, "", "https://ok.example")]
+
+
+def test_a_call_is_told_to_send_its_body_only_once_its_head_passed() -> None:
+    """``Expect: 100-continue``: before, aiohttp answered 100 Continue to every call, refused
+    ones too (their body then came for nothing), and any other expectation 417 in plain
+    text, which a Connect client reads from its status alone."""
+    enroll = "/fedhh.v1.DeviceService/Enroll"
+    cases = [  # (path, extra header lines, declared length): the answer's status line
+        (enroll, "Expect: 100-continue\r\n", 2),
+        (enroll, "Expect: 100-continue\r\nOrigin: https://evil.example\r\n", 2),
+        ("/fedhh.v1.DeviceService/GetTask", "Expect: 100-continue\r\n", 2),
+        (enroll, "Expect: 100-continue\r\n", 5000),
+        (enroll, "Expect: 200-ok\r\n", 2)]
+
+    async def scenario() -> list[tuple[bytes, bytes]]:
+        server = await _server(Echo())
+        answers = []
+        try:
+            for path, lines, length in cases:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                             "Content-Type: "
+                             f"application/proto\r\nContent-Length: {length}\r\n{lines}"
+                             "\r\n".encode())
+                first = await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)
+                if first.startswith(b"HTTP/1.1 100 "):
+                    await reader.readuntil(b"\r\n")
+                    writer.write(b"\x1a\x00")  # (the label, empty)
+                answer = await asyncio.wait_for(reader.read(), 10)  # (to the close)
+                answers.append((first.strip(), answer.rsplit(b"\r\n\r\n", 1)[1]))
+                writer.close()
+        finally:
+            await server.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert answers[0][0] == b"HTTP/1.1 100 Continue"
+    refused = [(first, json.loads(body)) for first, body in answers[1:]]
+    assert refused == [
+        (b"HTTP/1.1 403 Forbidden", {"code": "permission_denied",
+                                     "message": "this origin may not call the service"}),
+        (b"HTTP/1.1 401 Unauthorized", {"code": "unauthenticated", "message": "no"}),
+        (b"HTTP/1.1 429 Too Many Requests", {
+            "code": "resource_exhausted",
+            "message": "a request above the 4096-byte receive cap"}),
+        (b"HTTP/1.1 417 Expectation Failed", {
+            "code": "invalid_argument",
+            "message": "the one expectation this port meets is 100-continue, got '200-ok'"})]
