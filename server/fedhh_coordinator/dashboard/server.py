@@ -286,6 +286,7 @@ class Dashboard:
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
         await self.views.ask_planner(run_id)
+        await self.views.show_deny(run_id)
         try:
             detail = self.views.run(run_id)
         except NotFoundError:
@@ -303,6 +304,7 @@ class Dashboard:
     async def download(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
         await self.views.ask_planner(run_id)
+        await self.views.show_deny(run_id)
         try:
             detail = self.views.run(run_id)
         except NotFoundError:
@@ -343,6 +345,7 @@ class Dashboard:
     async def live_run(self, request: web.Request) -> web.StreamResponse:
         run_id = self._run_id(request)
         await self.views.ask_planner(run_id)
+        await self.views.show_deny(run_id)
 
         def regions() -> dict[str, Html]:
             detail = self.views.run(run_id)

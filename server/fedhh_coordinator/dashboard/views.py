@@ -52,6 +52,9 @@ TOP_DEVICES = 25
 # The runs whose planner answers (Views.ask_planner) are kept, the latest viewed: a few hundred
 # bytes each, as many runs as the spend cache keeps ledgers (results.SpendCache).
 PLANNED_RUNS = 128
+# The runs whose deny lists are kept displayed (Views.show_deny), the latest viewed: a list may
+# hold 1,000,000 items (MAX_DENY_ITEMS), tens of MB displayed, so a few runs only.
+DENY_SHOWN_RUNS = 4
 # A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
 # (rounded); admission compares exact sums (budgets.py)
 FULL_SLACK = 1e-9
@@ -194,6 +197,10 @@ class Views:
         self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str]]] = {}
+        # run id -> its deny list displayed (``show_deny``), and the displays under way
+        self._deny: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self.deny_size = DENY_SHOWN_RUNS
+        self._showing: dict[str, asyncio.Future[tuple[str, ...] | None]] = {}
 
     # ---- runs ------------------------------------------------------------------------------
     def _line(self, row: RunRow, now: float, times: RunTimes | None) -> RunLine:
@@ -252,6 +259,34 @@ class Views:
         while len(self._planned) > self.planned_size:
             self._planned.popitem(last=False)
 
+    async def show_deny(self, run_id: str) -> None:
+        """Display the run's deny list for ``run``, once, in a thread. ``display_item`` decodes
+        each code (~0.2 ms with the unicode codebook) and the live page asks ``run`` every
+        second: a list of 170,000 items held the coordinator's event loop ~35 s each time, no
+        device or caller answered. A run's codes and codec never change. A run not found or
+        damaged is left to ``run`` to say."""
+        if run_id in self._deny:
+            self._deny.move_to_end(run_id)
+            return
+        showing = self._showing.get(run_id)
+        if showing is None:
+            showing = asyncio.ensure_future(asyncio.to_thread(self._shown_deny, run_id))
+            self._showing[run_id] = showing
+            showing.add_done_callback(lambda _: self._showing.pop(run_id, None))
+        shown = await asyncio.shield(showing)
+        if shown is not None:
+            self._deny[run_id] = shown
+            while len(self._deny) > self.deny_size:
+                self._deny.popitem(last=False)
+
+    def _shown_deny(self, run_id: str) -> tuple[str, ...] | None:
+        try:
+            row = self.store.run(run_id)
+            codec = RunParts.load(row).tree.codec
+        except (NotFoundError, StoreDamaged):
+            return None
+        return tuple(codec.display_item(c) for c in row.deny_codes)
+
     def _planned_words(self, run_id: str) -> tuple[str, str] | None:
         """The planner's answer for ``run_id`` if it is kept (now the latest used)."""
         words = self._planned.get(run_id)
@@ -269,13 +304,15 @@ class Views:
         ran_out, budget = (self._planned_words(run_id)
                            or _budget_words(parts.config, parts.ledger.eps_local, False))
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
+        deny = self._deny.get(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         return RunDetail(
             line=self._line(row, now, self.reader.run_times().get(run_id)),
             config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
             spend=self.spend(row), hits=hits, cut=cut,
-            deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes),
+            deny=deny if deny is not None else tuple(parts.tree.codec.display_item(c)
+                                                     for c in row.deny_codes),
             trim_note=_trim_note(rounds, parts.config),
             completion_note=_completion_note(rounds, parts, hits, cut, ran_out, budget))
 
