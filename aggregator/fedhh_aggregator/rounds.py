@@ -58,7 +58,7 @@ from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
 log = logging.getLogger(__name__)
 
 __all__ = ["STOPPED", "AwaitOutcome", "AwaitStatus", "Limits", "Round", "RoundHooks", "RoundState",
-           "round_label", "stage_deadline_s"]
+           "round_label"]
 
 # Rejections that are about timing or membership, not about the message: FAILED_PRECONDITION.
 _NOT_NOW = frozenset({Violation.EARLY, Violation.LATE, Violation.NOT_IN_ROUND})
@@ -224,11 +224,6 @@ async def _nothing(round_: Round) -> None:
 
 
 NO_HOOKS = RoundHooks(_nothing, lambda round_: None, lambda round_: None)
-
-
-def stage_deadline_s(config: RoundConfig, stage: Stage) -> float:
-    """The Unix time at which ``stage`` closes at the latest."""
-    return config.deadlines.of(stage) / 1000
 
 
 def round_label(round_id: bytes) -> str:
@@ -426,7 +421,7 @@ class Round:
 
     def upload_deadline(self) -> float:
         """Seconds until the masked-input stage's deadline (uploads must finish by then)."""
-        return self.config.deadlines.of(Stage.MASKED_INPUT) / 1000 - time.time()
+        return self.config.deadlines.at_s(Stage.MASKED_INPUT) - time.time()
 
     # -- coordinator side -------------------------------------------------------------------------
 
@@ -501,7 +496,7 @@ class Round:
         ``quiet_close_tail`` of the expected devices answered)."""
         quiet = self.limits.quiet_close_s
         while not self._wake.is_set():
-            timeout = self.config.deadlines.of(self.stage) / 1000 - time.time()
+            timeout = self.config.deadlines.at_s(self.stage) - time.time()
             if timeout <= 0:
                 return
             # (Not UNMASK: it closes as soon as every secret can be rebuilt; before that, a

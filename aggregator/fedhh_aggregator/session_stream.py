@@ -82,7 +82,7 @@ from fedhh_aggregator.device_messages import (
 )
 from fedhh_aggregator.errors import OpenTimeout, SessionsBusy, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import Round, stage_deadline_s
+from fedhh_aggregator.rounds import Round
 
 __all__ = ["parse_message", "run_session"]
 
@@ -241,7 +241,7 @@ class _Session:
         self._writing = asyncio.Lock()
         # Messages after the last stage's deadline are late whatever they are; the stream
         # waits no longer than that (plus the upload grace) for the device's next message.
-        self._ends_at = (stage_deadline_s(round_.config, Stage.UNMASK)
+        self._ends_at = (round_.config.deadlines.at_s(Stage.UNMASK)
                          + registry.limits.upload_idle_s)
 
     def stop(self, error: FedhhError) -> None:

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.device_client import OVERRUN_S, ParticipationEnd, Transport, participate
-from fedhh.rpc.participation import ComputeTurns, computed_in_turn, stage_deadline_s
+from fedhh.rpc.participation import ComputeTurns, computed_in_turn
 from fedhh.secagg import (
     DEVICES_CHECK,
     Admission,
@@ -195,7 +195,7 @@ def _check_clock(device: SecAggDevice) -> None:
     comes as the cohort is drawn, before that stage closes, so this is a device whose clock is
     ahead of the coordinator's (a device 60 s ahead timed out in every round with "no request
     before the previous stage's deadline", nothing saying why), or a task long overdue."""
-    closed_ago_s = time.time() - stage_deadline_s(device, Stage.ADVERTISE_KEYS)
+    closed_ago_s = time.time() - device.config.deadlines.at_s(Stage.ADVERTISE_KEYS)
     if closed_ago_s > OVERRUN_S:
         raise ConfigError(f"the round's first stage closed {closed_ago_s:.0f} s ago by this "
                           "device's clock: the clock is at least that far ahead of the "

@@ -85,7 +85,6 @@ from fedhh.rpc.participation import (
     ended_by_status,
     given_up,
     not_ready,
-    stage_deadline_s,
 )
 from fedhh.secagg import (
     AdvertiseKeys,
@@ -345,14 +344,14 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             return SessionResult(current, ParticipationEnd.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
-        session.patient_until = stage_deadline_s(device, Stage.ADVERTISE_KEYS)
+        session.patient_until = device.config.deadlines.at_s(Stage.ADVERTISE_KEYS)
         await session.advertise(device.advertise_keys(), poll_ms)
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             if drop_at == stage:
                 return SessionResult(stage, ParticipationEnd.DROPPED, contributed)
-            give_up_at = stage_deadline_s(device, previous) + overrun_s
+            give_up_at = device.config.deadlines.at_s(previous) + overrun_s
             session.patient_until = give_up_at
             request = await _wait_for_request(session, stage, give_up_at, poll_ms,
                                               session.take_next())
@@ -361,7 +360,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                     computing.round_aborted(session_id, request.detail or "aborted")
                 return given_up(SessionResult(stage, request.outcome, contributed,
                                               request.detail), computing, session_id)
-            session.patient_until = stage_deadline_s(device, stage)
+            session.patient_until = device.config.deadlines.at_s(stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
                 shares = await computed_in_turn(

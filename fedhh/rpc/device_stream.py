@@ -58,7 +58,6 @@ from fedhh.rpc.participation import (
     ended_by_status,
     given_up,
     not_ready,
-    stage_deadline_s,
 )
 from fedhh.secagg import (
     ConsistencyRequest,
@@ -328,7 +327,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         stages.append(Stage.CONSISTENCY_CHECK)
     stages.append(Stage.UNMASK)
     stream = SessionStream(stub, device, identity_key, admission, retry, rng,
-                           stage_deadline_s(device, Stage.UNMASK) + overrun_s, observe, opening)
+                           device.config.deadlines.at_s(Stage.UNMASK) + overrun_s, observe, opening)
     current, contributed, uploaded = Stage.ADVERTISE_KEYS, False, False
     # The stage whose message the aggregator has not answered yet: a refusal that ends the
     # stream meanwhile is that message's (it comes while the device waits for the next stage's
@@ -343,14 +342,14 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
             return SessionResult(current, ParticipationEnd.DROPPED)
-        stream.patient_until = stage_deadline_s(device, Stage.ADVERTISE_KEYS)
+        stream.patient_until = device.config.deadlines.at_s(Stage.ADVERTISE_KEYS)
         keys = pb.SessionMessage(keys=keys_to_pb(device.advertise_keys()))
         sent_at, sent_bytes, sent_as = time.perf_counter(), keys.ByteSize(), "AdvertiseKeys"
         await stream.send([keys])
         previous = unanswered = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
-            give_up_at = stage_deadline_s(device, previous) + overrun_s
+            give_up_at = device.config.deadlines.at_s(previous) + overrun_s
             stream.patient_until = give_up_at
             wanted = stage_to_pb(stage)
             while True:
@@ -375,7 +374,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 if answer.status == pb.AWAIT_STATUS_ABORTED and computing is not None:
                     computing.round_aborted(device.session_id, answer.abort_reason or "aborted")
                 return not_ready(stage, answer.status, answer.abort_reason, contributed)
-            stream.patient_until = stage_deadline_s(device, stage)
+            stream.patient_until = device.config.deadlines.at_s(stage)
             try:
                 messages = await computed_in_turn(computing, functools.partial(
                     _answer, device, answer, ones, chunk_bytes, stream.packed_shares),
@@ -397,7 +396,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             uploaded = uploaded or stage == Stage.MASKED_INPUT
             previous = unanswered = stage
         while True:
-            event = await stream.event(stage_deadline_s(device, Stage.UNMASK) + overrun_s)
+            event = await stream.event(device.config.deadlines.at_s(Stage.UNMASK) + overrun_s)
             if event.WhichOneof("event") == "unmask":
                 break
         observed()

@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 import grpc
 
 from fedhh.backoff import full_jitter
-from fedhh.secagg import SecAggDevice, Stage
+from fedhh.secagg import Stage
 from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = ["CODE_OUTCOMES", "RETRIED_CODES", "ComputeTurns", "ParticipationEnd", "RetryPolicy",
            "RoundOver", "SessionResult", "Transport", "computed_in_turn", "given_up",
-           "not_ready", "stage_deadline_s"]
+           "not_ready"]
 
 _T = TypeVar("_T")
 # The aborted rounds a ComputeTurns remembers (a device process takes part in a few at once).
@@ -131,11 +131,6 @@ def not_ready(stage: Stage, status: int, abort_reason: str = "",
     if outcome is ParticipationEnd.ROUND_ABORTED:
         detail = abort_reason
     return SessionResult(stage, outcome, contributed, detail)
-
-
-def stage_deadline_s(device: SecAggDevice, stage: Stage) -> float:
-    """Unix time at which ``stage`` closes by the device's signed round config."""
-    return device.config.deadlines.of(stage) / 1000
 
 
 class ComputeTurns:

@@ -93,6 +93,12 @@ class StageDeadlines:
         (``fedhh_aggregator.rounds``; before, each kept a table of its own)."""
         return self.as_tuple()[min(int(stage), 4)]
 
+    def at_s(self, stage: int) -> float:
+        """:meth:`of` in Unix seconds, as the clocks that wait for it read (``time.time()``):
+        the devices' and the aggregator's (before, each side converted it in a function of its
+        own)."""
+        return self.of(stage) / 1000
+
     def __post_init__(self) -> None:
         values = self.as_tuple()
         for name, value in zip(("advertise_keys", "share_keys", "masked_input",

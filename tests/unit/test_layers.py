@@ -1047,6 +1047,36 @@ def test_status_codes_are_classified_by_named_sets(tmp_path: Path) -> None:
         "fedhh/rpc/admin_client.py:5 classifies status codes inline"]
 
 
+# A stage's deadline in seconds is ``StageDeadlines.at_s``: before, the devices and the
+# aggregator each divided ``deadlines.of(stage)`` by 1000 in a function of their own, and the
+# aggregator's stage closes twice more inline.
+DEADLINES_MODULE = "fedhh.secagg.config"
+
+
+def own_deadline_conversions(root: Path) -> list[str]:
+    """Each ``....of(...) / 1000`` outside ``DEADLINES_MODULE``."""
+    return [f"{path.relative_to(root)}:{node.lineno} converts a stage's deadline itself"
+            for name, path in module_names(root).items() if name != DEADLINES_MODULE
+            for node in walked(path)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Attribute)
+            and node.left.func.attr == "of" and isinstance(node.right, ast.Constant)
+            and node.right.value in (1000, 1000.0, 1e3)]
+
+
+def test_a_stages_deadline_in_seconds_is_read_in_one_piece(tmp_path: Path) -> None:
+    assert own_deadline_conversions(ROOT) == []
+    write_tree(tmp_path, {
+        "aggregator/fedhh_aggregator/rounds.py":
+            "import time\n\n\ndef left(config, stage):\n"
+            "    return config.deadlines.of(stage) / 1000 - time.time()\n",
+        "fedhh/secagg/config.py":
+            "class StageDeadlines:\n    def at_s(self, stage):\n"
+            "        return self.of(stage) / 1000\n"})
+    assert own_deadline_conversions(tmp_path) == [
+        "aggregator/fedhh_aggregator/rounds.py:5 converts a stage's deadline itself"]
+
+
 # docs/architecture.md, the one-piece table's ``serving.check_start``: each process that
 # listens or writes a ready file refuses its TLS files, ready file and listeners there, in the
 # function that checks its start.
