@@ -14,8 +14,8 @@ One subcommand per study, and `all`:
   pi-rappor    10. one-hot + randomized response against PI-RAPPOR (found, bytes, decode time)
   accounting   11. the accountant of the released sums against the shuffle bound (side by side)
 
-The utility levers beyond the paper (issue 15, docs/utility.md), each on the populations it
-names (development, the default dataset, held out), `utility-all` for all of them:
+The utility levers beyond the paper (docs/utility.md), each on the populations it names
+(development, the default dataset, held out), `utility-all` for all of them:
 
   segment-plans      12. planned segment schedules (lookahead, spread) against greedy
   leftover-rounds    13. rounds the tree finishes without (5-bit, T = 12): passes, spread
@@ -28,7 +28,7 @@ names (development, the default dataset, held out), `utility-all` for all of the
   utility            20. every lever alone and combined, on every population
   small-regime       21. candidates for the small-population regime (development only)
   round-items        22. several items per report (swept on development only)
-  item-kinds         23. items of every kind: codebooks and completion rounds (issue 27)
+  item-kinds         23. items of every kind: codebooks and completion rounds (docs/codecs.md)
 
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an

@@ -2,6 +2,7 @@
 
 import argparse
 import contextlib
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -45,3 +46,19 @@ def test_the_listen_default_is_the_real_one(capsys: pytest.CaptureFixture[str]) 
             build_parser().parse_args([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())
         assert f"OS-chosen; default {default})" in text, command
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from parsers(sub)
+
+
+def test_no_help_sends_a_reader_to_an_issue_number() -> None:
+    """A user has the docs, not this project's tracker: `fedhh experiments --help` said "(issue
+    15, docs/utility.md)" and "(issue 27)"; it names the pages."""
+    named = [f"{parser.prog}: {found.group(0)}" for parser in parsers(build_parser())
+             for found in re.finditer(r"\bissue \d+", parser.format_help(), re.IGNORECASE)]
+    assert named == []
