@@ -29,7 +29,7 @@ import re
 import shutil
 import tomllib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -990,13 +990,20 @@ def test_a_tls_peer_is_checked_but_where_the_one_piece_says(tmp_path: Path) -> N
 LISTENER_CONTEXT = "fedhh.rpc.serving"
 
 
+def found_outside(root: Path, piece: str, found: Callable[[ast.AST], bool], what: str
+                  ) -> list[str]:
+    """``PATH:LINE what`` for each node ``found`` picks in a module other than ``piece``."""
+    return [f"{path.relative_to(root)}:{node.lineno} {what}"
+            for name, path in module_names(root).items() if name != piece
+            for node in walked(path) if found(node)]
+
+
 def own_listener_contexts(root: Path) -> list[str]:
     """Each call of a ``server_context`` outside ``LISTENER_CONTEXT``."""
-    return [f"{path.relative_to(root)}:{node.lineno} makes a listener's TLS context"
-            for name, path in module_names(root).items() if name != LISTENER_CONTEXT
-            for node in walked(path)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "server_context"]
+    return found_outside(root, LISTENER_CONTEXT, lambda node: isinstance(node, ast.Call)
+                         and isinstance(node.func, ast.Attribute)
+                         and node.func.attr == "server_context",
+                         "makes a listener's TLS context")
 
 
 def test_a_listeners_tls_context_is_decided_in_the_one_piece(tmp_path: Path) -> None:
@@ -1055,13 +1062,13 @@ DEADLINES_MODULE = "fedhh.secagg.config"
 
 def own_deadline_conversions(root: Path) -> list[str]:
     """Each ``....of(...) / 1000`` outside ``DEADLINES_MODULE``."""
-    return [f"{path.relative_to(root)}:{node.lineno} converts a stage's deadline itself"
-            for name, path in module_names(root).items() if name != DEADLINES_MODULE
-            for node in walked(path)
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-            and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Attribute)
-            and node.left.func.attr == "of" and isinstance(node.right, ast.Constant)
-            and node.right.value in (1000, 1000.0, 1e3)]
+    return found_outside(root, DEADLINES_MODULE, lambda node: isinstance(node, ast.BinOp)
+                         and isinstance(node.op, ast.Div) and isinstance(node.left, ast.Call)
+                         and isinstance(node.left.func, ast.Attribute)
+                         and node.left.func.attr == "of"
+                         and isinstance(node.right, ast.Constant)
+                         and node.right.value == 1000,
+                         "converts a stage's deadline itself")
 
 
 def test_a_stages_deadline_in_seconds_is_read_in_one_piece(tmp_path: Path) -> None:
