@@ -228,9 +228,11 @@ def _check_fields(value: object, fields: dict[str, tuple[type, ...]], what: str
         field = value.get(name)
         if field is None:
             continue
-        if not isinstance(field, types) or (isinstance(field, bool) and bool not in types) \
-                or (float in types and not _finite(field)):
+        if not isinstance(field, types) or (isinstance(field, bool) and bool not in types):
             raise ValueError(f"{what}: {name} must be {' or '.join(t.__name__ for t in types)}")
+        if float in types and not _finite(field):
+            raise ValueError(f"{what}: {name} must be a finite number a float holds "
+                             "(at most about 1.8e308)")
     return value
 
 

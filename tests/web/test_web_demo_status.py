@@ -84,6 +84,14 @@ def test_only_the_demo_pages_origins_may_post(page: DemoPage) -> None:
     assert page.devices() == [GOOD]
 
 
+def test_a_number_no_float_holds_is_refused_as_such(page: DemoPage) -> None:
+    for number in ("NaN", "Infinity", "1" + "0" * 400):
+        status, said = call(page.port, "POST", "/status",
+                            '{"devices": [{"user": 1, "spent": ' + number + '}]}')
+        assert (status, said) == (400, b"a device: spent must be a finite number a float "
+                                       b"holds (at most about 1.8e308)"), number
+
+
 def test_a_negative_length_is_refused_as_such(page: DemoPage) -> None:
     status, said = call(page.port, "POST", "/status", "",
                         {"Content-Type": "application/json", "Content-Length": "-1"})
