@@ -84,19 +84,21 @@ the Armenian ``օ``, the Georgian ``ყ`` and ``y``), so a word (letters, marks 
 spaces, punctuation and symbols: ``paypal`` and ``com`` in ``paypal.com``) that mixes scripts
 beyond UTS #39's Highly Restrictive level (section 5.2: one script, or Latin with Han and kana,
 with Han and Bopomofo, or with Han and Hangul, as Japanese, Chinese and Korean are written)
-shows the letters not of its most frequent script escaped (``p\u0430ypal``, ``\u10e7outube``;
+shows the letters not of its most frequent script escaped (``p\\u0430ypal``, ``\\u10e7outube``;
 on a tie a script set with Latin is kept, else the first letter's): before, ``pаypal`` and
 ``paypal`` were two rows that read alike. A letter's scripts are its Script_Extensions
 (``scripts.txt``, which ``gen_scripts.py`` writes from Unicode's data; a hand list of seven
 scripts until the fifty-fifth stop let ``ყoutube`` and ``ᑭaypal`` show as they are). A word of
-one script all of whose letters read as letters of another word's script (by Unicode's
-confusables, below) is escaped too (``paypal.\u0441\u0441``: a whole-script confusable within
-one item); words of two scripts that read as no one script show as they are (``Ελλάδα Greece``,
-whose Greek word showed escaped before, ``東京 Tokyo``, ``שלום abc``). An item of one script
-(``Москва``, ``café``) shows as it is. A letter's font, width or ligature variant among plain
-letters of its script is a kind of its own (``ﬁnance`` with the ligature ``ﬁ``, ``ｐaypal``
-with a fullwidth ``ｐ``: ``\ufb01nance``, ``\uff50aypal``); an item of variants alone
-(``ｐａｙｐａｌ``), or of variants beside another script (``ＰＣゲーム``), shows as it is.
+one script, not all ASCII, all of whose letters read as letters of another word's script (by
+Unicode's confusables, below; not through Latin's phonetic letters and small capitals, ``ĸ``,
+``ʙ``) is escaped too (``paypal.\\u0441\\u0441``: a whole-script confusable within one item);
+words of two scripts that read as no one script show as they are (``Ελλάδα Greece``,
+``Москва Moscow``, whose Greek or Cyrillic word showed escaped before, ``東京 Tokyo``). An
+item of one script (``Москва``, ``café``) shows as it is. A letter's font, width or ligature
+variant among plain letters of its script is a kind of its own (``ﬁnance`` with the ligature
+``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``, ``\\uff50aypal``); an item of
+variants alone (``ｐａｙｐａｌ``), or of variants beside another script (``ＰＣゲーム``), shows as
+it is.
 So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
 list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
@@ -782,15 +784,24 @@ def _variant_letters(text: str, word: list[int]) -> set[int]:
 @lru_cache(maxsize=1)
 def _lookalikes() -> dict[str, frozenset[str]]:
     """For each prototype character (``_prototypes``), the scripts of the letters that read as
-    it (``o``: Latin, Greek, Cyrillic, Armenian...), itself among them."""
+    it (``o``: Latin, Greek, Cyrillic, Armenian...), itself among them; none for a Latin letter
+    beyond ASCII."""
     found: dict[str, set[str]] = {}
     for code, prototype in list(_prototypes().items()):
-        # (a prototype reads as itself: confusables.txt maps none of its characters)
-        reading = unicodedata.normalize("NFD", prototype)
-        for char in {chr(code), *prototype}:
-            if unicodedata.category(char).startswith("L") and (scripts := _scripts(char)):
-                for each in reading:
-                    found.setdefault(each, set()).update(scripts)
+        # (a prototype reads as itself: confusables.txt maps none of its characters. Its Latin
+        # letters beyond ASCII, once NFD has taken their marks, are phonetic and small
+        # capitals, ɸ, ɾ, ĸ, ʙ, that no word is spelt in: through them Москва, Россия and рф
+        # read as Latin)
+        letters = [each for each in unicodedata.normalize("NFD", prototype)
+                   if unicodedata.category(each).startswith("L")
+                   and (each.isascii() or "Latn" not in _scripts(each))]
+        for each in letters:
+            found.setdefault(each, set()).update(_scripts(each))
+        char = chr(code)
+        if len(letters) == 1 and unicodedata.category(char).startswith("L"):
+            # (a letter that reads as one letter; one that reads as several, a ligature, makes
+            # none of them a lookalike of its script)
+            found[letters[0]].update(_scripts(char))
     return {char: frozenset(scripts) for char, scripts in found.items()}
 
 
@@ -803,32 +814,26 @@ def _reads_as(char: str, script: str) -> bool:
 
 
 def _whole_script_words(text: str, words: list[list[int]], escaped: set[int]) -> set[int]:
-    """The positions of the letters of the words of one script that read as letters of a
-    script another word of the item is of: of a script other than the one most of the item's
-    letters are of (on a tie Latin), each word that reads as the latter (``сс`` in
-    ``paypal.сс``, Cyrillic letters that read as the Latin ``cc``: a whole-script confusable,
-    UTS #39, section 4, within one item); of the latter, each that reads as another's
-    (``ΑΑ``, Greek, in ``x.ΑΑ``); again over what is left until nothing changes, so that what
-    is left unescaped never reads as one script but is of two."""
+    """The positions of the letters of each word of one script, not all ASCII, all of whose
+    letters read as letters of a script another word of the item is of (``сс`` in
+    ``paypal.сс``, Cyrillic letters that read as the Latin ``cc``; ``ΑΑ``, Greek, in ``x.ΑΑ``:
+    a whole-script confusable, UTS #39, section 4, within one item); again over what is left
+    until nothing changes. ASCII is what the others are read against, and what escapes are
+    written in: an ASCII word is never escaped so (``Москва Moscow``, ``Moscow`` though it reads
+    as Cyrillic ``Мoѕсоw``, shows as it is)."""
     found = set(escaped)
     while True:
-        letters = [i for word in words for i in word if i not in found and _scripts(text[i])]
-        if not letters:
-            return found - escaped
-        names = sorted(frozenset.union(*(_scripts(text[i]) for i in letters)))
-        main = max(names, key=lambda name: (sum(name in _scripts(text[i]) for i in letters),
-                                            name == "Latn"))
         left = [mine for word in words
                 if (mine := [i for i in word if i not in found and _scripts(text[i])])]
-        others = {name for mine in left for i in mine for name in _scripts(text[i])
-                  if main not in _scripts(text[i])}
-        flagged = {i for mine in left
-                   if all(main not in _scripts(text[i]) and _reads_as(text[i], main)
-                          for i in mine) for i in mine}
-        if not flagged:
-            flagged = {i for mine in left for other in sorted(others)
-                       if all(main in _scripts(text[i]) and _reads_as(text[i], other)
-                              for i in mine) for i in mine}
+        flagged: set[int] = set()
+        for mine in left:
+            own = frozenset.intersection(*(_scripts(text[i]) for i in mine))
+            if not own or all(text[i].isascii() for i in mine):
+                continue
+            others = {name for other in left if other is not mine for i in other
+                      for name in _scripts(text[i])} - own
+            if any(all(_reads_as(text[i], name) for i in mine) for name in sorted(others)):
+                flagged.update(mine)
         if not flagged:
             return found - escaped
         found |= flagged

@@ -65,11 +65,17 @@ def test_every_lookalike_of_a_latin_letter_in_a_latin_word_shows_escaped() -> No
     "Greece (\u0395\u03bb\u03bb\u03ac\u03b4\u03b1)", "\u03a3\u03c0\u03ac\u03c1\u03c4\u03b7-Sparta",
     "\u0411\u0435\u043b\u0430\u0440\u0443\u0441\u044c Belarus",
     "\u0394\u03b5\u03bb\u03c6\u03bf\u03af/Delphi",
+    "\u041c\u043e\u0441\u043a\u0432\u0430 Moscow", "\u041a\u0438\u0457\u0432 Kyiv",
+    "\u039f\u03bb\u03c5\u03bc\u03c0\u03af\u03b1-Olympia",
+    "https://ru.wikipedia.org/wiki/\u0420\u043e\u0441\u0441\u0438\u044f",
+    "https://ar.wikipedia.org/wiki/\u0645\u0635\u0631", "user@\u043f\u0440\u0438\u043c"
+    "\u0435\u0440.\u0440\u0444",
 ])
 def test_words_of_two_scripts_that_read_as_no_other_show_as_they_are(item: str) -> None:
-    """Each word is of one script and has a letter that reads as no letter of the other
-    (``λ``, ``б``): the item reads as no item of one script. (A word all of whose letters do,
-    by Unicode's confusables, ``Київ`` beside ``Kyiv``, is escaped, as before.)"""
+    """Each word is of one script, and the one not ASCII has a letter that reads as no letter
+    of the other (``λ``, ``б``; ``к`` reads only as the Latin kra ``ĸ``, ``и`` as a small
+    capital: phonetic letters no word is spelt in): the item reads as no item of one script.
+    An ASCII word is never escaped so (``Moscow``, though ``Мoѕсоw`` could be Cyrillic)."""
     assert printable(item) == item
 
 
@@ -87,6 +93,8 @@ def test_highly_restrictive_words_and_words_of_scripts_apart_show_as_they_are(it
 @pytest.mark.parametrize(("item", "shown"), [
     ("paypal.\u0441\u0441", "paypal.\\u0441\\u0441"),  # Cyrillic cc read as Latin cc
     ("x.\u0391\u0391", "x.\\u0391\\u0391"),  # Greek AA, the item's most, read as Latin AA
+    ("A.\u0391\u0391", "A.\\u0391\\u0391"),  # (not the ASCII A, which reads as Greek A)
+    ("ab.\u0585\u0585", "ab.\\u0585\\u0585"),  # Armenian oo
     ("\u0441\u043e\u0441\u043e\u0430 cocoa", "\\u0441\\u043e\\u0441\\u043e\\u0430 cocoa"),
 ])
 def test_a_word_of_one_script_that_reads_as_another_words_script_is_escaped(
