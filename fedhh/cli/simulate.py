@@ -112,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
         write_plot(result, config, args.plot)
     if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)
         print_summary(payload, args.top, config.completion_blocker())
+        # (before, nothing said where --json and --plot went, as `data warm-start` says)
+        written = [f"{path} ({option})" for option, path in (("--json", args.json),
+                                                             ("--plot", args.plot)) if path]
+        if written:
+            print(f"wrote {' and '.join(written)}")
     return 0
 
 

@@ -57,6 +57,7 @@ def test_simulate_writes_json_and_plot(text_dataset: Path, tmp_path: Path,
     assert payload["metrics"]["true_positives"] >= 3
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "heavy hitters discovered" in stdout
+    assert stdout.splitlines()[-1] == f"wrote {out_json} (--json) and {out_png} (--plot)"
 
 
 def test_json_to_standard_output(text_dataset: Path, tmp_path: Path,
