@@ -134,9 +134,13 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _require(args: argparse.Namespace, name: str) -> None:
-    if getattr(args, name) is None:
-        raise ConfigError(f"--{name.replace('_', '-')} is required for {args.mechanism}")
+def _require(args: argparse.Namespace, *names: str) -> None:
+    """Every option of ``names`` that ``args`` lacks, named at once (before, one a try:
+    `fedhh privacy --delta 1e-6 --rounds 4` said --eps-agg, and then --devices)."""
+    missing = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is None]
+    if missing:
+        raise ConfigError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                          f"required for {args.mechanism}")
 
 
 # The results each method's figure rests on, printed with it (and in --json as ``sources``):
@@ -200,8 +204,7 @@ def _breakdown_lines(b: Any) -> list[str]:
 def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.solver import solve_local_epsilon
 
-    _require(args, "eps_agg")
-    _require(args, "devices")
+    _require(args, "eps_agg", "devices")
     sol = solve_local_epsilon(
         args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
         args.method or DEFAULT_METHOD,
@@ -227,8 +230,7 @@ def _rounds(count: int) -> str:
 def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.accountant import aggregate_epsilon
 
-    _require(args, "eps_local")
-    _require(args, "devices")
+    _require(args, "eps_local", "devices")
     chosen = [args.method] if args.method else list(METHODS)
     results, lines = [], [
         f"eps_local = {args.eps_local} per round, {_rounds(args.rounds)}, {args.devices} devices"
@@ -255,10 +257,8 @@ def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
 def _baseline(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.baselines import triehh_rate, triehhpp_rate
 
-    _require(args, "eps_agg")
-    _require(args, "theta")
+    _require(args, "eps_agg", "theta", *(["devices"] if args.mechanism == "triehh" else []))
     if args.mechanism == "triehh":
-        _require(args, "devices")
         rate = triehh_rate(args.theta, args.devices, args.rounds, args.eps_agg, args.delta)
         if rate.batch_size is not None and rate.batch_size < rate.theta:
             # A prefix is kept on theta votes of the round's sampled devices: none could be.

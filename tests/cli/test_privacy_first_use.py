@@ -145,3 +145,15 @@ def test_one_round_is_said_in_the_singular(form: list[str], said: str,
     code, out, _ = run_cli(["privacy", *form, "--delta", "1e-6", "--rounds", "1", "--devices",
                             "100000"], capsys)
     assert code == 0 and said in out, out
+
+
+@pytest.mark.parametrize(("form", "said"), [
+    ([], "--eps-agg and --devices are required for optprefixtree"),
+    (["triehh", "--theta", "3"], "--eps-agg and --devices are required for triehh"),
+    (["triehh++"], "--eps-agg and --theta are required for triehh++"),
+    (["amplify", "--devices", "10"], "--eps-local is required for amplify")])
+def test_every_missing_option_is_named_at_once(form: list[str], said: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # (before, one a try: --eps-agg, and once it was given, --devices)
+    line = one_line_error(["privacy", *form, "--delta", "1e-6", "--rounds", "4"], capsys)
+    assert line == f"fedhh privacy: error: {said}"
