@@ -284,10 +284,14 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         row = await asyncio.to_thread(self.store.run, request.run_id)
         by = f"the admin API's caller at {context.peer()}"
-        if row.state == "pending":
+        # Its state read again on the loop, where the runner changes it: the row read in the
+        # thread may be stale by now. A pending run the runner started meanwhile was marked
+        # cancelled while the runner drove it on, every round charged, and ended done.
+        state = self.store.run_state(row.run_id)
+        if state == "pending":
             self.store.set_run_state(row.run_id, "cancelled", "cancelled by the operator")
             log.info("run cancelled", extra={"run_id": row.run_id, "round": None, "by": by})
-        elif row.state == "running":
+        elif state == "running":
             self.runner.cancel(row.run_id, by)
             # (a round in its check-in ends at once, nothing charged: Runner.cancel)
             log.info("run cancel asked: the run stops once its round under way ends, at once "

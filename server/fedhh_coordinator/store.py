@@ -296,6 +296,13 @@ class Store:
             raise NotFoundError(f"unknown run {shown(run_id)}")
         return _run_row(rows[0])
 
+    def run_state(self, run_id: str) -> str:
+        """The run's state now, its row not read whole (``run`` decodes its deny list)."""
+        rows = self.db.query("SELECT state FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise NotFoundError(f"unknown run {shown(run_id)}")
+        return str(rows[0][0])
+
     def run_created_at(self, run_id: str) -> float:
         """When the run was created in this store (unix seconds): what tells it from a run of
         the same id in another store (``link.run_tag``)."""
