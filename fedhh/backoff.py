@@ -18,12 +18,18 @@ does here. It draws no jitter: one process's calls, not a crowd of peers, meet i
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 
 __all__ = ["Backoff", "Holdoff", "ceiling", "full_jitter"]
 
 # A process's draws when a caller gives no source of its own (thread-safe: one C call a draw).
 JITTER = random.Random()
+# A forked child would otherwise inherit the parent's state and draw its very pauses: workers
+# forked from one parent would retry in step, what the jitter is there to prevent. (``random``
+# reseeds only its own module-level source so.)
+if hasattr(os, "register_at_fork"):  # (not on Windows, where there is no fork)
+    os.register_at_fork(after_in_child=JITTER.seed)
 # (past this many doublings any cap has been reached; 2.0 ** 30 keeps the product finite)
 _MAX_DOUBLINGS = 30
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import pickle
 import random
 
 import pytest
@@ -102,3 +104,23 @@ def test_the_devices_retries_draw_from_the_same_formula() -> None:
         cap = 2.0 if attempt < policy.attempts else 30.0
         assert policy.backoff(attempt, random.Random(attempt)) == full_jitter(
             0.1, cap, attempt, random.Random(attempt))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_draws_its_own_pauses_not_its_parents() -> None:
+    # (the states compared, not draws: equal only if the child was not reseeded; a reseed from
+    # the OS's entropy repeats the parent's 19,937-bit state with probability about 2^-19937)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send its source's state and leave at once
+        try:
+            os.close(read_end)
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(backoff.JITTER.getstate(), out)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as child_out:
+        child_state = pickle.load(child_out)
+    os.waitpid(pid, 0)
+    assert child_state != backoff.JITTER.getstate()
