@@ -392,31 +392,51 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._send(200, *answer)
 
-    def do_POST(self) -> None:
+    def _post_length(self) -> int | None:
+        """The post's declared length once its head passed the checks made before its body is
+        read; None once the refusal was answered (the connection then closes: its body is left
+        unread, and would be read as the next request)."""
         if self._misdirected():
-            return
+            return None
+        refusal: tuple[int, bytes] | None = None
+        length = -1
         if urlsplit(self.path).path != "/status":
-            self._send(404, b"not found")
-            return
-        origin = self.headers.get("Origin")
-        if origin is not None and origin not in self.page.origins():
+            refusal = (404, b"not found")
+        elif (origin := self.headers.get("Origin")) is not None and \
+                origin not in self.page.origins():
             # (a browser names the page that posts: only the demo page's own posts count)
+            refusal = (403, b"only the demo page posts its devices")
+        else:
+            try:
+                length = int(self.headers.get("Content-Length", ""))
+            except ValueError:
+                refusal = (411, b"a length is required")
+            else:
+                if length < 0:  # (before, answered 413 'too large')
+                    refusal = (400, f"Content-Length must not be negative, got {length}"
+                               .encode())
+                elif length > MAX_STATUS_BYTES:
+                    refusal = (413, b"too large")
+        if refusal is not None:
             self.close_connection = True
-            self._send(403, b"only the demo page posts its devices")
-            return
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            self._send(411, b"a length is required")
-            return
-        if length < 0:
-            # (before, answered 413 'too large')
-            self.close_connection = True
-            self._send(400, f"Content-Length must not be negative, got {length}".encode())
-            return
-        if length > MAX_STATUS_BYTES:
-            self.close_connection = True
-            self._send(413, b"too large")
+            self._send(*refusal)
+            return None
+        return length
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue``: the body is asked for only once the head passed every check
+        made before it is read (host, route, origin, declared length), else the refusal is the
+        answer and the connection closes. Before, http.server sent 100 Continue to any request,
+        refused ones too (the body then came for nothing). A GET's head has only its host."""
+        if self.command == "POST":
+            refused = self._post_length() is None
+        else:
+            refused = self.command == "GET" and self._misdirected()
+        return not refused and super().handle_expect_100()
+
+    def do_POST(self) -> None:
+        length = self._post_length()
+        if length is None:
             return
         try:
             self.page._posted(self.rfile.read(length))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,32 @@ def test_requests_for_another_host_are_refused(page: DemoPage) -> None:
     for host in (f"127.0.0.1:{page.port}", f"LocalHost:{page.port}"):
         status, said = call(page.port, "GET", "/demo.json", None, {"Host": host})
         assert status == 200 and b"tokens" in said, host
+
+
+def test_a_post_is_told_to_send_its_body_only_once_its_head_passed(page: DemoPage) -> None:
+    """``Expect: 100-continue``: before, http.server answered 100 Continue to every post,
+    refused ones too (their body then came for nothing)."""
+    body = json.dumps({"devices": [GOOD]}).encode()
+    foreign = "Origin: https://evil.example\r\n"
+    cases = [  # (path, extra header lines, declared length)
+        ("/status", "", len(body)), ("/status", foreign, len(body)),
+        ("/elsewhere", "", len(body)), ("/status", "", 10**9)]
+    answers = []
+    for path, lines, length in cases:
+        with socket.create_connection(("127.0.0.1", page.port), timeout=10) as connection:
+            connection.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                               f"Content-Type: application/json\r\nContent-Length: {length}\r\n"
+                               f"Expect: 100-continue\r\n{lines}\r\n".encode())
+            answer = connection.makefile("rb")
+            first = answer.readline().strip()
+            final = first
+            if first.startswith(b"HTTP/1.1 100 "):
+                assert answer.readline() == b"\r\n"
+                connection.sendall(body)
+                final = answer.readline().strip()
+            answers.append((first, final))
+    refused = [b"HTTP/1.1 403 Forbidden", b"HTTP/1.1 404 Not Found",
+               b"HTTP/1.1 413 Request Entity Too Large"]
+    assert answers == [(b"HTTP/1.1 100 Continue", b"HTTP/1.1 204 No Content")] + [
+        (status, status) for status in refused]
+    assert page.devices() == [GOOD]
