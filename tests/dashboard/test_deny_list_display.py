@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
 from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.dashboard import Dashboard
+from fedhh_coordinator.dashboard.auth import Sessions
 from fedhh_coordinator.dashboard.reader import Reader
-from fedhh_coordinator.dashboard.views import Views
+from fedhh_coordinator.dashboard.views import DENY_SHOWN_RUNS, Views
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import create_run
@@ -28,12 +32,19 @@ from fedhh_coordinator.store import Store
 ITEMS = ("spam", "eggs", "ham")
 
 
-def test_a_deny_list_is_displayed_once_off_the_event_loop(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "coordinator.sqlite"
-    store = Store(db)
-    asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
-                                            min_devices=300, deny_list=ITEMS), "d"))
+def _views(store: Store, db: Path, run_ids: list[str]) -> Views:
+    """Views over ``store``, a run of deny list ``ITEMS`` stored for each of ``run_ids``."""
+    for run_id in run_ids:
+        asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
+                                                min_devices=300, deny_list=ITEMS), run_id))
+    lobby = Lobby()
+    runner = Runner(store, None, Ed25519PrivateKey.generate(), "127.0.0.1:1",  # type: ignore[arg-type]
+                    lobby, LifetimeBudget(100.0, 1e-4))
+    return Views(store, runner, lobby, LifetimeBudget(100.0, 1e-4), Reader(db))
+
+
+def _watch_display(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each ``display_item`` call, whether it ran with a running event loop."""
     calls: list[bool] = []
     display: Callable[..., Any] = Codec.display_item
 
@@ -46,10 +57,15 @@ def test_a_deny_list_is_displayed_once_off_the_event_loop(
         return str(display(self, code))
 
     monkeypatch.setattr(Codec, "display_item", watched)
-    lobby = Lobby()
-    runner = Runner(store, None, Ed25519PrivateKey.generate(), "127.0.0.1:1",  # type: ignore[arg-type]
-                    lobby, LifetimeBudget(100.0, 1e-4))
-    views = Views(store, runner, lobby, LifetimeBudget(100.0, 1e-4), Reader(db))
+    return calls
+
+
+def test_a_deny_list_is_displayed_once_off_the_event_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "coordinator.sqlite"
+    store = Store(db)
+    views = _views(store, db, ["d"])
+    calls = _watch_display(monkeypatch)
 
     async def pages() -> list[tuple[str, ...]]:
         shown = []
@@ -67,3 +83,38 @@ def test_a_deny_list_is_displayed_once_off_the_event_loop(
     assert sorted(first) == sorted(ITEMS) and second == first
     assert calls == [False] * len(ITEMS)  # each code once, in a thread
     assert list(views._deny) == ["d"]
+
+
+def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live page renders ``run`` every second for as long as it is open; the views keep
+    the last ``deny_size`` runs' lists only, so other runs viewed meanwhile pushed its list
+    out, and each render displayed it again on the loop."""
+    db = tmp_path / "coordinator.sqlite"
+    store = Store(db)
+    runs = [f"d{i}" for i in range(DENY_SHOWN_RUNS + 1)]
+    views = _views(store, db, runs)
+    dashboard = Dashboard(views, Sessions(b"t" * 32), None)
+    on_loop = _watch_display(monkeypatch)
+    rendered: list[str] = []
+
+    async def serve(request: Any, regions: Callable[[], dict[str, Any]], headers: Any) -> Any:
+        for other in runs[1:]:  # the operator opens the other runs' pages
+            await views.show_deny(other)
+        rendered.append(str(regions()["run-head"]))  # the stream's next render
+        return web.Response()
+
+    monkeypatch.setattr(dashboard.live, "serve", serve)
+
+    async def live() -> None:
+        await dashboard.live_run(make_mocked_request("GET", f"/live/runs/{runs[0]}",
+                                                     match_info={"run_id": runs[0]}))
+
+    try:
+        asyncio.run(live())
+    finally:
+        views.reader.close()
+        store.close()
+    assert runs[0] not in views._deny  # (pushed out, as the test means)
+    assert on_loop == [False] * len(ITEMS) * len(runs)  # each run's codes once, in a thread
+    assert all(f">{item}<" in rendered[0] for item in ITEMS)

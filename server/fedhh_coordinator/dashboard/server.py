@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from fedhh.codec.shown import printable_rows
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
@@ -140,18 +140,25 @@ class Dashboard:
         self.app = web.Application(middlewares=[self._headers, self._signed_in],
                                    client_max_size=MAX_BODY_BYTES)
         r = self.app.router
-        r.add_get("/", self.runs)
-        r.add_get("/runs/{run_id}", self.run)
-        r.add_get("/runs/{run_id}/heavy-hitters.{kind:csv|json}", self.download)
-        r.add_get("/budgets", self.budgets)
-        r.add_get("/fleet", self.fleet)
-        r.add_get("/live/runs", self.live_runs)
-        r.add_get("/live/runs/{run_id}", self.live_run)
-        r.add_get("/live/fleet", self.live_fleet)
-        r.add_get("/login", self.login_form)
-        r.add_post("/login", self.login)
-        r.add_post("/logout", self.logout)
-        r.add_get("/static/{name}", self.static)
+        # (every route's Expect answered by ``_expect``: aiohttp's own says 100 Continue first)
+        expect = {"expect_handler": self._expect}
+        r.add_get("/", self.runs, **expect)
+        r.add_get("/runs/{run_id}", self.run, **expect)
+        r.add_get("/runs/{run_id}/heavy-hitters.{kind:csv|json}", self.download, **expect)
+        r.add_get("/budgets", self.budgets, **expect)
+        r.add_get("/fleet", self.fleet, **expect)
+        r.add_get("/live/runs", self.live_runs, **expect)
+        r.add_get("/live/runs/{run_id}", self.live_run, **expect)
+        r.add_get("/live/fleet", self.live_fleet, **expect)
+        r.add_get("/login", self.login_form, **expect)
+        r.add_post("/login", self.login, **expect)
+        r.add_post("/logout", self.logout, **expect)
+        r.add_get("/static/{name}", self.static, **expect)
+        # The refusals aiohttp's router would answer (405, 404), as routes of the dashboard's
+        # own, so that a request with an Expect reaches ``_expect`` on every path.
+        for resource in list(r.resources()):
+            resource.add_route("*", self._not_allowed, **expect)
+        r.add_route("*", "/{path:.*}", self._not_found, **expect)
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str, port: int, insecure: bool = False) -> int:
@@ -200,16 +207,61 @@ class Dashboard:
 
     @web.middleware
     async def _signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        self._admitted(request)
+        return await handler(request)
+
+    def _admitted(self, request: web.Request) -> None:
+        """Nothing for a request signed in or to a page anyone may see; else the refusal
+        (raised): a form post of another origin, then sign-in first."""
         if request.path == "/login" or request.path.startswith("/static/"):
-            return await handler(request)
+            return
         if request.method == "POST":
             self._same_origin(request)
         if self.sessions.valid(request.cookies.get(COOKIE)):
-            return await handler(request)
+            return
         if request.method == "GET" and not request.path.startswith("/live/") and \
                 "/heavy-hitters." not in request.path:
             raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='/')}")
         raise web.HTTPUnauthorized(text="sign in first")
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """A request's ``Expect``: ``100-continue`` is answered only once its head passed every
+        check made before its body is read (route, method, origin, session, declared length
+        against the cap), else the refusal is the answer and the connection closes; another
+        expectation is 417. Before, aiohttp's handler sent 100 Continue to any request,
+        refused ones too (the body then came for nothing). (HTTP/1.0 has no Expect.)"""
+        if request.version != HttpVersion11:
+            return None
+        expect = request.headers.get("Expect", "")
+        try:
+            if expect.strip().lower() != "100-continue":
+                raise web.HTTPExpectationFailed(
+                    text=f"the one expectation this server meets is 100-continue, got "
+                         f"{shown(expect[:100])!r}")
+            self._admitted(request)
+            handler = request.match_info.handler
+            if handler in (self._not_allowed, self._not_found):
+                await handler(request)  # (raises its refusal)
+            elif handler == self.login:
+                self._login_head(request)
+            self._declared_length(request)
+        except web.HTTPException as error:
+            response = web.Response(status=error.status, reason=error.reason,
+                                    text=error.text, headers=error.headers)
+            response.force_close()
+            self._secure(response.headers)
+            return response
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # (the answer's own size counts from here)
+        return None
+
+    async def _not_allowed(self, request: web.Request) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        allowed = {route.method for route in resource or ()} - {"*"}
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+    async def _not_found(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPNotFound()
 
     def _same_origin(self, request: web.Request) -> None:
         """A form post comes from the dashboard's own pages (SameSite=Strict already keeps
@@ -223,15 +275,7 @@ class Dashboard:
         return html_response(pages.login(next_path=safe_next(request.query.get("next"))))
 
     async def login(self, request: web.Request) -> web.Response:
-        self._same_origin(request)
-        declared = request.content_length or 0
-        if declared > MAX_BODY_BYTES:
-            # (refused unread: before, a form declared 50 MB and sent slowly was awaited and
-            # answered 408 'came too slowly' after 10 s; aiohttp's own cap acts only on the
-            # bytes as they arrive)
-            raise web.HTTPRequestEntityTooLarge(
-                MAX_BODY_BYTES, declared,
-                text=f"the sign-in form is at most {MAX_BODY_BYTES} bytes, this one {declared}")
+        self._login_head(request)
         try:  # a body trickled in byte by byte would hold the connection
             form = await asyncio.wait_for(request.post(), HEAD_TIMEOUT_S)
         except TimeoutError:
@@ -259,6 +303,24 @@ class Dashboard:
         response.set_cookie(COOKIE, session, path="/", secure=True, httponly=True,
                             samesite="Strict", max_age=int(self.sessions.ttl_s))
         return response
+
+    def _login_head(self, request: web.Request) -> None:
+        """A sign-in's refusal before its form is read (raised): another origin's, or one
+        declared over the cap."""
+        self._same_origin(request)
+        self._declared_length(request)
+
+    @staticmethod
+    def _declared_length(request: web.Request) -> None:
+        """A body declared over the cap refused unread: before, a sign-in form declared 50 MB
+        and sent slowly was awaited and answered 408 'came too slowly' after 10 s (aiohttp's
+        own cap acts only on the bytes as they arrive)."""
+        declared = request.content_length or 0
+        if declared > MAX_BODY_BYTES:
+            what = "the sign-in form" if request.path == "/login" else "a request's body"
+            raise web.HTTPRequestEntityTooLarge(
+                MAX_BODY_BYTES, declared,
+                text=f"{what} is at most {MAX_BODY_BYTES} bytes, this one {declared}")
 
     async def logout(self, request: web.Request) -> web.Response:
         self.sessions.logout(request.cookies.get(COOKIE))
@@ -345,10 +407,12 @@ class Dashboard:
     async def live_run(self, request: web.Request) -> web.StreamResponse:
         run_id = self._run_id(request)
         await self.views.ask_planner(run_id)
-        await self.views.show_deny(run_id)
+        # (held for the stream: other pages viewed meanwhile may push it out of the views'
+        # few, and each render would then display it again on the loop)
+        deny = await self.views.show_deny(run_id)
 
         def regions() -> dict[str, Html]:
-            detail = self.views.run(run_id)
+            detail = self.views.run(run_id, deny)
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
                     "hits": pages.hits_table(run_id, detail.hits, detail.cut,

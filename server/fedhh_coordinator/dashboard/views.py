@@ -259,15 +259,17 @@ class Views:
         while len(self._planned) > self.planned_size:
             self._planned.popitem(last=False)
 
-    async def show_deny(self, run_id: str) -> None:
-        """Display the run's deny list for ``run``, once, in a thread. ``display_item`` decodes
-        each code (~0.2 ms with the unicode codebook) and the live page asks ``run`` every
-        second: a list of 170,000 items held the coordinator's event loop ~35 s each time, no
-        device or caller answered. A run's codes and codec never change. A run not found or
-        damaged is left to ``run`` to say."""
+    async def show_deny(self, run_id: str) -> tuple[str, ...] | None:
+        """Display the run's deny list for ``run``, once, in a thread, and return it.
+        ``display_item`` decodes each code (~0.2 ms with the unicode codebook) and the live
+        page asks ``run`` every second: a list of 170,000 items held the coordinator's event
+        loop ~35 s each time, no device or caller answered. A run's codes and codec never
+        change, so the live page keeps what this returns and gives it to ``run`` (only the
+        last ``deny_size`` runs viewed stay here). A run not found or damaged (None) is left
+        to ``run`` to say."""
         if run_id in self._deny:
             self._deny.move_to_end(run_id)
-            return
+            return self._deny[run_id]
         showing = self._showing.get(run_id)
         if showing is None:
             showing = asyncio.ensure_future(asyncio.to_thread(self._shown_deny, run_id))
@@ -278,6 +280,7 @@ class Views:
             self._deny[run_id] = shown
             while len(self._deny) > self.deny_size:
                 self._deny.popitem(last=False)
+        return shown
 
     def _shown_deny(self, run_id: str) -> tuple[str, ...] | None:
         try:
@@ -294,9 +297,11 @@ class Views:
             self._planned.move_to_end(run_id)
         return words
 
-    def run(self, run_id: str) -> RunDetail:
+    def run(self, run_id: str, deny: tuple[str, ...] | None = None) -> RunDetail:
         """One run (NotFoundError if there is none of that id); its budget words the planner's
-        where ``ask_planner`` has answered, else the test alone (``ran_out_cause``)."""
+        where ``ask_planner`` has answered, else the test alone (``ran_out_cause``); its deny
+        list ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it, else
+        displayed here."""
         now = time.time()
         row = self.store.run(run_id)
         parts = RunParts.load(row)
@@ -304,7 +309,7 @@ class Views:
         ran_out, budget = (self._planned_words(run_id)
                            or _budget_words(parts.config, parts.ledger.eps_local, False))
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
-        deny = self._deny.get(run_id)
+        deny = deny if deny is not None else self._deny.get(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         return RunDetail(
             line=self._line(row, now, self.reader.run_times().get(run_id)),
