@@ -72,6 +72,9 @@ class Shard:
     contributors: int = 0
     survivors: tuple[int, ...] = ()
     signatures: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
+    # Its worker accepted its OpenRound in this process (not known of a shard taken over
+    # after a restart: the combiner may have stopped before the open reached the worker).
+    opened: bool = False
 
     @property
     def round_id(self) -> bytes:
@@ -219,6 +222,17 @@ class CombinedRound:
             outcome = await self.pool[shard.worker].control.outcome(shard.round_id)
         if outcome is None or (outcome.state == "unknown" and not outcome.durable):
             reached = True  # nobody can say it did not begin
+        elif outcome.state == "unknown" and shard.opened:
+            # A journaling worker that has no record of a shard it accepted lost its record
+            # (restarted on another state dir, or as another worker): unmasking may have
+            # begun there. Before, its "unknown" read as never opened and the shard was free.
+            reached = True
+            why = (f"worker {shard.worker} journals its rounds but has no record of the shard "
+                   "it accepted (its journal was replaced): nobody can say whether unmasking "
+                   "began")
+            log.warning("a worker lost its record of a shard", extra={
+                "round_id": round_label(self.round_id), "shard": round_label(shard.round_id),
+                "worker": shard.worker})
         else:
             reached = outcome.reached_unmask or outcome.state == "released"
         reason = outcome.abort_reason if outcome is not None and outcome.abort_reason else why

@@ -188,6 +188,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             except (grpc.aio.AioRpcError, FedhhError) as error:
                 what = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
                 return f"{round_label(shard.round_id)} on worker {shard.worker}: {what}"
+            shard.opened = True
             return None
 
         failures = [f for f in await asyncio.gather(*(open_one(s) for s in round_.shards)) if f]

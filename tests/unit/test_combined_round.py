@@ -1,5 +1,6 @@
 """The combiner's sharded round (fedhh_aggregator.combined) with stand-in workers: a released
-shard sum its signed config rules out is refused and the shard settled at once."""
+shard sum its signed config rules out is refused and the shard settled at once; a journaling
+worker that no longer knows a shard it accepted leaves it charged as reached unmasking."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
 
+from fedhh.errors import NotFoundError
+from fedhh.rpc.aggregator_client import RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.config import StageDeadlines
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
+from fedhh_aggregator.combiner import CombinerRegistry, Placement
 from fedhh_aggregator.rounds import RoundState
 
 DIMENSION = 8
@@ -38,13 +43,30 @@ def shard(j: int) -> Shard:
     return Shard(j, SignedConfig(config.to_bytes(), b""), config, worker=j)
 
 
-def collected(*totals: np.ndarray) -> tuple[CombinedRound, list[int]]:
-    """The round over workers answering ``totals``, and its total once every shard settled."""
-    pool = [SimpleNamespace(control=Worker(total)) for total in totals]
+class ForgetfulWorker:
+    """A worker restarted on a journal that never heard of the round (another state dir, or
+    another worker's): GetResult finds no such round, GetOutcome says unknown, durably."""
+
+    async def result(self, round_id: bytes, wait_s: float) -> Any:
+        raise NotFoundError("no such round")
+
+    async def outcome(self, round_id: bytes) -> RoundOutcome:
+        return RoundOutcome("unknown", durable=True)
+
+
+def collected(*totals: np.ndarray | Any, opened: bool = False
+              ) -> tuple[CombinedRound, list[int]]:
+    """The round over workers answering ``totals`` (or stand-in workers), and its total once
+    every shard settled; ``opened``: its workers accepted the shards in this process."""
+    pool = [SimpleNamespace(control=Worker(total) if isinstance(total, np.ndarray) else total)
+            for total in totals]
     finished: list[CombinedRound] = []
+    shards = [shard(j) for j in range(len(totals))]
+    for s in shards:
+        s.opened = opened
 
     async def scenario() -> tuple[CombinedRound, list[int]]:
-        combined = CombinedRound(b"r/1/1", [shard(j) for j in range(len(totals))],
+        combined = CombinedRound(b"r/1/1", shards,
                                  pool, CombinerLimits(), finished.append,  # type: ignore[arg-type]
                                  lambda _: None, lambda _: None)
         combined.start()
@@ -81,3 +103,43 @@ def test_honest_sums_add_up() -> None:
     combined, total = collected(honest(), honest())
     assert combined.state == RoundState.RELEASED and combined.contributors == 6
     assert total == (2 * honest().astype(np.int64)).tolist()
+
+
+def test_a_shard_its_journaling_worker_no_longer_knows_counts_as_reached_unmasking() -> None:
+    # Worker 1 accepted its shard, then came back with a journal that never heard of it:
+    # unmasking may have begun under the lost record. Before, the shard dropped out free.
+    combined, total = collected(honest(), ForgetfulWorker(), opened=True)
+    good, lost = combined.shards
+    assert (good.state, lost.state) == (RoundState.RELEASED, RoundState.ABORTED)
+    assert lost.reached_unmask and combined.reached_unmask
+    assert "has no record of the shard it accepted" in lost.reason
+    assert total == honest().tolist()
+
+
+class AcceptingForgetfulWorker(ForgetfulWorker):
+    async def open_round(self, signed: SignedConfig) -> None:
+        return None
+
+
+def test_a_shard_the_combiner_opened_is_known_accepted_by_its_worker() -> None:
+    # The combiner's own open marks the shard accepted, so the forgetful worker's "unknown"
+    # after it is not taken as "never opened".
+    cohort = make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
+                         windows_ms=(600_000,) * 5, round_id=b"r/1/1/s0")
+    pool = [SimpleNamespace(control=AcceptingForgetfulWorker())]
+
+    async def scenario() -> CombinedRound:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, pool)  # type: ignore[arg-type]
+        round_, _ = await combiner.open(b"r/1/1", [Placement(cohort.signed, 0)])
+        await asyncio.wait_for(round_.finished.wait(), 20)
+        return round_
+
+    round_ = asyncio.run(scenario())
+    assert round_.state == RoundState.ABORTED and round_.reached_unmask
+
+
+def test_a_shard_taken_over_that_its_journaling_worker_never_heard_of_is_free() -> None:
+    # Taken over after a combiner restart, the shard may never have reached its worker (the
+    # combiner journals a round before it opens the shards): a journal's "unknown" is its word.
+    combined, _ = collected(honest(), ForgetfulWorker(), opened=False)
+    assert not combined.shards[1].reached_unmask
