@@ -377,3 +377,43 @@ def test_a_sign_in_form_declared_over_the_cap_is_refused_unread(served: Served) 
     assert time.monotonic() - began < 9.0
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
     assert answer.endswith(b"the sign-in form is at most 65536 bytes, this one 52428800")
+
+
+def test_a_request_is_told_to_send_its_body_only_once_its_head_passed(served: Served) -> None:
+    """``Expect: 100-continue``: before, aiohttp answered 100 Continue to every request,
+    refused ones too (their body then came for nothing): a post of another origin, one signed
+    out, one to no route or with a method its route does not take, one over the cap."""
+    import socket
+
+    cookie = served.sign_in()
+    form = b"token=" + TOKEN
+    cases = [  # (method, path, extra header lines, declared length)
+        ("POST", "/login", "", len(form)),
+        ("POST", "/login", "Origin: https://evil.example\r\n", len(form)),
+        ("POST", "/logout", "", len(form)),
+        ("POST", "/nowhere", f"Cookie: {cookie}\r\n", len(form)),
+        ("PUT", "/budgets", f"Cookie: {cookie}\r\n", len(form)),
+        ("POST", "/login", "", 52428800),
+        ("POST", "/login", "Expect: 200-ok\r\n", len(form))]
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    answers = []
+    for method, path, lines, length in cases:
+        expect = "" if "Expect" in lines else "Expect: 100-continue\r\n"
+        with socket.create_connection((served.host, served.port), timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname=served.host) as tls:
+            tls.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/x-www-form-urlencoded\r\n"
+                        f"Content-Length: {length}\r\n{expect}{lines}\r\n".encode())
+            answer = tls.makefile("rb")
+            first = answer.readline().strip()
+            final = first
+            if first.startswith(b"HTTP/1.1 100 "):
+                assert answer.readline() == b"\r\n"
+                tls.sendall(form)
+                final = answer.readline().strip()
+            answers.append((first, final))
+    refused = [b"HTTP/1.1 403 Forbidden", b"HTTP/1.1 401 Unauthorized",
+               b"HTTP/1.1 404 Not Found", b"HTTP/1.1 405 Method Not Allowed",
+               b"HTTP/1.1 413 Request Entity Too Large", b"HTTP/1.1 417 Expectation Failed"]
+    assert answers == [(b"HTTP/1.1 100 Continue", b"HTTP/1.1 303 See Other")] + [
+        (status, status) for status in refused]

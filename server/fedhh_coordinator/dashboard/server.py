@@ -140,25 +140,24 @@ class Dashboard:
         self.app = web.Application(middlewares=[self._headers, self._signed_in],
                                    client_max_size=MAX_BODY_BYTES)
         r = self.app.router
+        routes: list[tuple[str, str, Handler]] = [
+            ("GET", "/", self.runs), ("GET", "/runs/{run_id}", self.run),
+            ("GET", "/runs/{run_id}/heavy-hitters.{kind:csv|json}", self.download),
+            ("GET", "/budgets", self.budgets), ("GET", "/fleet", self.fleet),
+            ("GET", "/live/runs", self.live_runs), ("GET", "/live/runs/{run_id}", self.live_run),
+            ("GET", "/live/fleet", self.live_fleet), ("GET", "/login", self.login_form),
+            ("POST", "/login", self.login), ("POST", "/logout", self.logout),
+            ("GET", "/static/{name}", self.static)]
         # (every route's Expect answered by ``_expect``: aiohttp's own says 100 Continue first)
-        expect = {"expect_handler": self._expect}
-        r.add_get("/", self.runs, **expect)
-        r.add_get("/runs/{run_id}", self.run, **expect)
-        r.add_get("/runs/{run_id}/heavy-hitters.{kind:csv|json}", self.download, **expect)
-        r.add_get("/budgets", self.budgets, **expect)
-        r.add_get("/fleet", self.fleet, **expect)
-        r.add_get("/live/runs", self.live_runs, **expect)
-        r.add_get("/live/runs/{run_id}", self.live_run, **expect)
-        r.add_get("/live/fleet", self.live_fleet, **expect)
-        r.add_get("/login", self.login_form, **expect)
-        r.add_post("/login", self.login, **expect)
-        r.add_post("/logout", self.logout, **expect)
-        r.add_get("/static/{name}", self.static, **expect)
+        for method, path, handler in routes:
+            (r.add_get if method == "GET" else r.add_post)(path, handler,
+                                                           expect_handler=self._expect)
         # The refusals aiohttp's router would answer (405, 404), as routes of the dashboard's
         # own, so that a request with an Expect reaches ``_expect`` on every path.
         for resource in list(r.resources()):
-            resource.add_route("*", self._not_allowed, **expect)
-        r.add_route("*", "/{path:.*}", self._not_found, **expect)
+            if isinstance(resource, web.Resource):  # (all here: no static files, no sub-app)
+                resource.add_route("*", self._not_allowed, expect_handler=self._expect)
+        r.add_route("*", "/{path:.*}", self._not_found, expect_handler=self._expect)
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str, port: int, insecure: bool = False) -> int:
