@@ -204,9 +204,20 @@ class AdminService(pb_grpc.AdminServiceServicer):
                        ) -> pb.Run:
         self._check(context)
         config = await asyncio.to_thread(from_proto, request.config)
-        row = await create_run(self.store, config, request.run_id, self.budget)
-        self.runner.wake()
+        # The run is stored in a thread, which a call cancelled meanwhile (its deadline, the
+        # caller's Ctrl-C) does not stop: the runner is woken once the thread ends, however
+        # the call did. Before, such a run was stored but the runner, idle, never heard of
+        # it: it stayed pending, and StartRun again with its id was ALREADY_EXISTS.
+        stored = asyncio.ensure_future(create_run(self.store, config, request.run_id,
+                                                  self.budget))
+        stored.add_done_callback(self._stored)
+        row = await asyncio.shield(stored)
         return await self._answer(row.run_id)
+
+    def _stored(self, stored: asyncio.Future[Any]) -> None:
+        if not stored.cancelled():
+            stored.exception()  # (the call's to answer; retrieved here for a call gone)
+        self.runner.wake()
 
     @status_errors
     async def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest,
