@@ -3,7 +3,11 @@ browser that opens its address as http:// is sent to the https address, and told
 Before, the failed TLS handshake closed the connection unanswered (Chromium: 'This page isn't
 working: 127.0.0.1 didn't send any data. ERR_EMPTY_RESPONSE', not a word of https). Over
 https the page is served as before, and a connection that sends nothing is still cut at the
-head deadline."""
+head deadline.
+
+No figure here depends on how busy the machine is: a request's head has the page's own deadline
+(10 s) to come, the late head's clock is the test's, and the connection that sends nothing has
+a short deadline, checked not to cut before it, and waited for as for an event, not a window."""
 
 from __future__ import annotations
 
@@ -20,12 +24,12 @@ from fedhh.cli import webdemo
 from fedhh.cli.webdemo import DemoPage
 from fedhh.rpc.tls import TlsFiles, client_context, make_dev_pki
 
-DEADLINE_S = 0.5
+SHORT_DEADLINE_S = 0.05  # (the connection that sends nothing: its cut then comes soon)
+WAIT_S = 60.0  # a readiness bound only: the wait ends as soon as the cut comes
 
 
 @pytest.fixture
-def page(demo_dist: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
-    monkeypatch.setattr(webdemo, "HEAD_TIMEOUT_S", DEADLINE_S)
+def page(demo_dist: Path) -> Iterator[DemoPage]:
     make_dev_pki(demo_dist / "tls", list(webdemo.HOSTS))
     context = TlsFiles.from_dir(demo_dist / "tls").server_context("the demo page")
     with DemoPage(demo_dist, context) as page:
@@ -57,12 +61,14 @@ def test_the_page_is_served_over_https_as_before(page: DemoPage, demo_dist: Path
         secure.close()
 
 
-def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(page: DemoPage) -> None:
+def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(
+        page: DemoPage, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(webdemo, "HEAD_TIMEOUT_S", SHORT_DEADLINE_S)
+    started = time.monotonic()  # (before the connection: the server's wait begins after it)
     with socket.create_connection(("127.0.0.1", page.port)) as conn:
-        started = time.monotonic()
-        conn.settimeout(10 * DEADLINE_S)
-        assert conn.recv(1) == b""
-        assert DEADLINE_S <= time.monotonic() - started < 10 * DEADLINE_S
+        conn.settimeout(WAIT_S)
+        assert conn.recv(1) == b""  # (cut: a recv that timed out would raise)
+        assert time.monotonic() - started >= SHORT_DEADLINE_S
 
 
 class _LateClock:
@@ -75,7 +81,7 @@ class _LateClock:
 
     def monotonic(self) -> float:
         self.calls += 1
-        return time.monotonic() + (0.0 if self.calls == 1 else 2 * DEADLINE_S)
+        return time.monotonic() + (0.0 if self.calls == 1 else 2 * webdemo.HEAD_TIMEOUT_S)
 
 
 def test_a_plain_head_that_ends_past_the_deadline_is_cut_unanswered(
