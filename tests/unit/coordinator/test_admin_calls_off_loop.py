@@ -1,11 +1,14 @@
-"""The coordinator's admin calls do their work off its event loop, where it grows with the run.
+"""The coordinator's admin calls, and the runner's load of a run it drives, do their work off
+its event loop, where it grows with the run.
 
 StartRun checked, encoded and stored a deny list of 170,000 items in ~1.3 s on the loop; each
 later call read the run's row whole (its deny list decoded), checked its config and converted it
 to the wire there: with 1,000,000 items (``MAX_DENY_ITEMS``) a GetRun, a ListRuns entry or a
 CancelRun held it ~1 s, a GetResults minutes, during which the coordinator answered no device
 and no caller (``fedhh admin wait`` polls GetRun through a run). Each step records whether it
-ran with a running event loop.
+ran with a running event loop. The runner read the run's row and built its tree and ledger
+(``RunParts.load``) on the loop each time it drove the run, after every store outage too:
+~2.2 s with 1,000,000 items.
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from typing import Any
 
 import pytest
 from admin_service_kit import METADATA, admin_stub
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
+from fedhh.errors import StateError
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh_coordinator import service
+from fedhh_coordinator import runner, service
+from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
 
@@ -107,3 +114,51 @@ def test_each_admin_call_reads_the_stored_run_off_the_event_loop(
     assert list(answers["GetResults"][0].deny_list) == ["spam", "eggs"]
     assert answers["StartRun"][0].state == "pending"
     assert answers["CancelRun"][0].state == "cancelled"
+
+
+class _SingleAggregator:
+    """An aggregation service that answers (a single aggregator); no round reaches it."""
+
+    address = "aggregator:7100"
+
+    async def workers(self) -> None:
+        return None
+
+
+def test_the_runner_loads_the_run_it_drives_off_the_event_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "coordinator.sqlite")
+    # (no device checks in: the one attempt aborts at its 10 ms check-in, and the run ends)
+    config = RunConfig(eps_agg=1e6, delta=1e-6, eps_local=4.0, rounds=1, max_bits=10,
+                       dim_limit=1 << 10, codec="5bit", target_devices=8, min_devices=5,
+                       checkin_ms=10, max_attempts=1, expected_dropout=0.0,
+                       corrupt_fraction=0.0, deny_list=("spam", "eggs"))
+    asyncio.run(create_run(store, config, "driven"))
+    on_loop = _watch(monkeypatch, ((Store, "run"), (RunParts, "load")))
+    driver = runner.Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+                           DeviceAddresses("aggregator:7100", "https://aggregator:7180"),
+                           Lobby(), LifetimeBudget(eps=1e9, delta=0.5))
+    with pytest.raises(StateError, match="released nothing in 1 attempt"):
+        asyncio.run(driver.drive("driven"))
+    assert on_loop == {"run": False, "load": False}
+
+
+def test_a_run_cancelled_while_the_runner_loads_it_is_not_driven(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop runs while the run loads: a CancelRun of the pending run meanwhile marks it
+    cancelled there, and the runner must not open its rounds under that state."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
+                                            min_devices=300), "p"))
+    load = RunParts.load
+
+    def cancelled_meanwhile(row: Any) -> RunParts:
+        store.set_run_state("p", "cancelled", "cancelled by the operator")
+        return load(row)
+
+    monkeypatch.setattr(RunParts, "load", cancelled_meanwhile)
+    driver = runner.Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+                           DeviceAddresses("aggregator:7100", "https://aggregator:7180"),
+                           Lobby(), LifetimeBudget(eps=1e9, delta=0.5))
+    asyncio.run(asyncio.wait_for(driver.drive("p"), 60))
+    assert (store.run("p").state, store.rounds("p")) == ("cancelled", [])
