@@ -17,6 +17,7 @@ import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
 import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
 import { type DeviceEvent, runDevice } from "../src/run.js";
+import { roundsContributed } from "./rounds.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
 export interface DemoConfig {
@@ -210,7 +211,7 @@ function render(): void {
     const last = v.tasks[v.tasks.length - 1];
     cell(row, last === undefined ? "–" : `${last.task}: ${outcomeText(last)}`,
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
-    cell(row, String(v.tasks.filter((t) => t.contributed).length));
+    cell(row, String(roundsContributed(v.tasks)));
     cell(row, v.spent.toFixed(3));
   }
 }
