@@ -36,7 +36,7 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = (),
         return
     target = Path(path)
     for name, given in (inputs or {}).items():
-        if not given or not Path(given).exists():
+        if not given or not _names_a_file(given):
             continue  # (a built-in dataset's name, an option not given)
         source, written = Path(given).resolve(), target.resolve()
         if written == source or (source in written.parents and target.exists()):
@@ -55,6 +55,15 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = (),
         raise ConfigError(f"{option} {path}: the file name must end in one of "
                           f"{', '.join(suffixes)} (the format it is written in)")
     _check_writable(option, path, folder)
+
+
+def _names_a_file(given: str) -> bool:
+    try:
+        return Path(given).exists()
+    except OSError:
+        # (no file has such a name: --codec FILE reaches here as the codebook's JSON, read
+        # already, which the OS refused as 'File name too long' before the run)
+        return False
 
 
 def _check_writable(option: str, path: str | Path, folder: Path) -> None:

@@ -5,6 +5,7 @@ results."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,19 @@ def test_inputs_that_are_names_or_folders(tmp_path: Path) -> None:
         check_output("--json", str(deny), inputs=inputs)
     check_output("--json", str(data / "new.json"), inputs=inputs)  # (replaces nothing)
     check_output("--json", str(tmp_path / "5bit"), inputs=inputs)  # (a codebook's name)
+
+
+def test_a_codebook_file_with_json_output_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`--codec FILE` reaches the run as the codebook's JSON, which no file is named: before,
+    looking for a file of that name ended `simulate --codec FILE --json OUT` in 'File name too
+    long' before the run."""
+    from fedhh.data.codebooks import book_path
+
+    monkeypatch.chdir(tmp_path)
+    Path("users.txt").write_text("alpha beta\ngamma\n")
+    book = json.loads(book_path("english").read_text(encoding="utf-8"))
+    Path("book.json").write_text(json.dumps({**book, "name": "mine"}))  # (not a built-in's)
+    assert main(["simulate", "--dataset", "users.txt", "--codec", "book.json",
+                 "--json", "out.json", "--quiet"]) == 0
+    assert Path("out.json").is_file()
