@@ -270,8 +270,9 @@ class RunConfig:
     oversubscription: float = _knob(
         1.5, "check-in admits up to this many times target_devices into the pool, and the "
         "cohort is drawn from the pool uniformly at random", Mode.NETWORK)
-    stage_ms: int = _knob(10_000, "default window of each secure-aggregation stage (ms)",
-                          Mode.NETWORK)
+    stage_ms: int = _knob(10_000, "default window of each secure-aggregation stage (ms); an "
+                          "attempt after one short of devices in time runs its windows twice "
+                          "as long as that one did, up to 8 times", Mode.NETWORK)
     advertise_ms: int | None = _knob(None, "key-advertisement window (ms; default stage_ms)",
                                      Mode.NETWORK)
     share_keys_ms: int | None = _knob(None, "key-sharing window (ms; default stage_ms)",

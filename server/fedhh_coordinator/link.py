@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import itertools
 import logging
 import math
 import os
@@ -94,6 +93,7 @@ from fedhh_coordinator.plans import (
 )
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import Store
+from fedhh_coordinator.stretch import LATE, STRETCH, fell_short, next_stretch, stretched
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,7 @@ class NetworkLink:
         self.aggregator_poll_s = AGGREGATOR_POLL_S
         self._down_since: float | None = None  # (loop time) the outage under way began
         self._tag: str | None = None  # run_tag of the run, read from the store once
+        self._stretch = 1  # the attempt's stage windows: the configured ones times this
 
     # ---- AggregatorLink -------------------------------------------------------------------
     async def collect(self, attempt: AttemptId, query: RoundQuery,
@@ -148,6 +149,7 @@ class NetworkLink:
             raise RoundAborted("sharded rounds (shard_size) need a combiner at --aggregator: "
                                "a single aggregator would hand the coordinator shard sums")
         self.progress.enter(attempt.round, attempt.attempt, "check-in")
+        self._stretch_windows(attempt)
         try:
             cohort = await self.lobby.collect(
                 s.target_devices, s.checkin_ms / 1000,
@@ -209,8 +211,9 @@ class NetworkLink:
 
     async def resume(self, attempt: AttemptId, query: RoundQuery,
                      charge: ChargeHook) -> Released:
-        plan = plan_from_annotation(self._annotation(attempt), self.store,
-                                    self.config.min_devices)
+        annotation = self._annotation(attempt)
+        plan = plan_from_annotation(annotation, self.store, self.config.min_devices)
+        self._stretch = int(annotation.get(STRETCH, 1))
         self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
                             sum(len(c.members) for c in plan.cohorts))
         return await self._fetch_and_remember(attempt, plan, charge)
@@ -303,6 +306,31 @@ class NetworkLink:
         return plan, signed
 
     # ---- the pieces -----------------------------------------------------------------------
+    def _stretch_windows(self, attempt: AttemptId) -> None:
+        """The attempt's stage windows (``fedhh_coordinator.stretch``): longer than the
+        configured ones after an attempt of the round aborted with too few devices in time,
+        said in the log and the progress, and kept in the round summary. Before, every attempt
+        ran the configured windows: on a loaded host (load average 12 to 26 on 2 cores) round
+        3 of ``fedhh up`` aborted 4 times at key sharing, 1,053 to 1,215 devices in time of the
+        1,248 needed, and never released."""
+        previous = (self._annotation(AttemptId(attempt.run_id, attempt.round,
+                                               attempt.attempt - 1))
+                    if attempt.attempt > 1 else None)
+        self._stretch = next_stretch(previous, self.config.stage_windows())
+        self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                  {STRETCH: self._stretch})
+        if self._stretch > 1:
+            note = (f"attempt {attempt.attempt} of round {attempt.round}: stage windows "
+                    f"x{self._stretch} after too few devices in time")
+            log.warning(note, extra={"run_id": attempt.run_id, "round": attempt.round,
+                                     "attempt": attempt.attempt, "stretch": self._stretch,
+                                     "windows_ms": list(self._windows())})
+            self.progress.stage = note
+
+    def _windows(self) -> tuple[int, ...]:
+        """The attempt's stage windows in ms, in ``WINDOW_FIELDS``' order."""
+        return stretched(self.config.stage_windows(), self._stretch)
+
     def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
         row = next((r for r in self.store.rounds(attempt.run_id)
                     if (r.round, r.attempt) == (attempt.round, attempt.attempt)), None)
@@ -310,20 +338,26 @@ class NetworkLink:
 
     def _slack_s(self) -> float:
         """Time allowed past the last deadline for the unmasking work and the transfer."""
-        return max(self.config.stage_windows()) / 1000 + 30
+        return max(self._windows()) / 1000 + 30
 
     async def _fetch_and_remember(self, attempt: AttemptId, plan: RoundPlan,
                                   charge: ChargeHook) -> Released:
         """``_fetch``, then the attempt's steps and the service's last per-stage counts kept
         in its round summary, whatever the outcome (the operator's dropout rates)."""
+        too_few = False
         try:
             return await self._fetch(plan, charge)
+        except RoundAborted as aborted:
+            too_few = not aborted.reached_unmask and "too_few_devices" in aborted.reason
+            raise
         finally:
             with contextlib.suppress(AggregatorUnavailable):
                 outcome = await plan.service(self.aggregator).outcome(plan.round_id)
                 self.progress.observe_stage("", outcome.stage_devices)
+            # (the next attempt's windows: ``_stretch_windows``)
+            late = too_few and fell_short(self.progress.stage_devices)
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
-                                      self.progress.summary())
+                                      {**self.progress.summary(), LATE: late})
 
     async def _fetch(self, plan: RoundPlan, charge: ChargeHook) -> Released:
         """The round's sum, charged before it is read at the count the plan's judgement of
@@ -410,8 +444,7 @@ class NetworkLink:
         with contextlib.suppress(FedhhError):
             outcome = await service.outcome(plan.round_id)
             stages = dict(outcome.stage_devices)
-        return too_few_hint(stages, cohort, self.config.min_devices,
-                            self.config.stage_windows()[0])
+        return too_few_hint(stages, cohort, self.config.min_devices, self._windows()[0])
 
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""
@@ -458,7 +491,7 @@ class NetworkLink:
         the stage windows are shorter than that work (``--stage-ms 5``, meant as seconds). The
         aggregation service would refuse the opening by the deadline's epoch milliseconds
         alone, which names neither the windows nor their unit."""
-        windows = self.config.stage_windows()
+        windows = self._windows()
         last = max(c.config.deadlines.unmask for c in plan.cohorts)
         now = int(time.time() * 1000)
         if now < last:
@@ -473,7 +506,7 @@ class NetworkLink:
             "all five)")
 
     def _deadlines(self) -> StageDeadlines:
-        advertise, share, masked, consistency, unmask = self.config.stage_windows()
+        advertise, share, masked, consistency, unmask = self._windows()
         t0 = int(time.time() * 1000)
         t1 = t0 + advertise
         t2 = t1 + share
@@ -603,7 +636,7 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
     counts = ", ".join(f"{stage.lower()} {n}" for stage, n in stages.items())
     accepted = f"accepted per stage: {counts}; " if counts else ""
     numbers = list(stages.values())
-    fell = any(later < earlier for earlier, later in itertools.pairwise(numbers))
+    fell = fell_short(stages)
     late = ("; devices that took part and then missed a stage's window were late (on a "
             "loaded machine, or a large cohort) or dropped out: their logs say \"late for "
             "the round\" (outcome late) or \"secure aggregation failed\" (outcome "

@@ -1,0 +1,110 @@
+"""The stage windows of a round's next attempt after an abort for too few devices in time
+(``fedhh_coordinator.stretch``): longer when devices took part and then missed a stage's window,
+the configured ones when they refused the round (never reaching the aggregator).
+
+The real runner, round driver, network link, lobby and store; the aggregation service is
+test_link_charging's fake, told here to abort chosen attempts for too few devices with chosen
+per-stage counts."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_link_charging import SHARD, Coordinator, FakeCombiner, Fleet, Plan, attempts, config
+
+from fedhh.errors import RoundAborted
+from fedhh.secagg import RoundConfig
+from fedhh_coordinator.aggregation import AggregatorOutcome
+from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.store import Store
+from fedhh_coordinator.stretch import LATE as LATE_MARK
+from fedhh_coordinator.stretch import STRETCH, STRETCH_MAX, next_stretch
+
+STAGE_MS = 20_000
+LATE = {"ADVERTISE_KEYS": SHARD, "SHARE_KEYS": 3}  # all took part; 3 in time at key sharing
+REFUSED = {"ADVERTISE_KEYS": 3, "SHARE_KEYS": 3}  # 5 never came: they refused the round
+
+
+@dataclass
+class ShortService(FakeCombiner):
+    """A single aggregator that aborts the attempts of ``short`` (by round and attempt) for
+    too few devices, with those per-stage counts, and releases the others."""
+
+    short: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+
+    def _short(self, round_id: bytes) -> dict[str, int] | None:
+        _, round_, attempt, *_ = round_id.decode().split("/")
+        return self.short.get((int(round_), int(attempt)))
+
+    async def single_result(self, round_id: bytes, dimension: int, timeout_s: float,
+                            on_release: Any) -> Any:
+        if self._short(round_id) is not None:
+            raise RoundAborted("the aggregator aborted the round: too_few_devices")
+        return await super().single_result(round_id, dimension, timeout_s, on_release)
+
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+        stages = self._short(round_id)
+        if stages is not None:
+            return AggregatorOutcome("aborted", reason="too_few_devices", stage_devices=stages)
+        return AggregatorOutcome("released", True, False)
+
+
+def drive(tmp_path: Path, short: dict[tuple[int, int], dict[str, int]]
+          ) -> tuple[Store, list[RoundConfig]]:
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, SHARD)
+    service = ShortService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
+                           short=short)
+
+    async def go() -> None:
+        await create_run(store, config(shard_size=None, target_devices=SHARD, rounds=1,
+                                       max_attempts=4, stage_ms=STAGE_MS), "run")
+        await asyncio.wait_for(Coordinator(store, fleet, service).drive("run"), 60)
+
+    asyncio.run(go())
+    return store, [shards[0].config for _, shards in service.opened]
+
+
+def windows(config: RoundConfig) -> list[int]:
+    """The windows of the stages after the first (the first's start is not in the config)."""
+    d = config.deadlines
+    ends = [d.advertise_keys, d.share_keys, d.masked_input, d.consistency_check, d.unmask]
+    return [end - start for start, end in itertools.pairwise(ends)]
+
+
+def test_an_attempt_short_of_devices_in_time_gives_the_next_longer_windows(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """On a loaded host, round 3 of `fedhh up` aborted 4 times at key sharing (1,053 to 1,215
+    devices in time of 1,248 needed), each retry with the same windows: it never released."""
+    store, opened = drive(tmp_path, {(1, 1): LATE, (1, 2): LATE})
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [
+        (1, "aborted"), (2, "aborted"), (3, "released")]
+    assert [windows(c) for c in opened] == [[STAGE_MS * f] * 4 for f in (1, 2, 4)]
+    assert [r.summary[STRETCH] for r in store.rounds("run")] == [1, 2, 4]
+    said = [r.getMessage() for r in caplog.records if "stage windows" in r.getMessage()]
+    assert said == [f"attempt {a} of round 1: stage windows x{f} after too few devices in time"
+                    for a, f in ((2, 2), (3, 4))]
+
+
+def test_devices_that_refused_the_round_do_not_stretch_the_windows(tmp_path: Path) -> None:
+    store, opened = drive(tmp_path, {(1, 1): REFUSED})
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "aborted"), (2, "released")]
+    assert [windows(c) for c in opened] == [[STAGE_MS] * 4] * 2
+
+
+def test_the_stretch_stops_at_its_cap_and_at_the_last_deadline_a_service_accepts() -> None:
+    late = {STRETCH: STRETCH_MAX, LATE_MARK: True}
+    assert next_stretch(late, [10_000] * 5) == STRETCH_MAX
+    # 5 windows of 200 s: x4 would put the last deadline 4,000 s ahead (the aggregation
+    # service accepts an hour), so x2.
+    assert next_stretch({STRETCH: 2, LATE_MARK: True}, [200_000] * 5) == 2
+    assert next_stretch({STRETCH: 1, LATE_MARK: True}, [3_000_000] * 5) == 1
+    # an abort for another reason keeps the attempt's stretch
+    assert next_stretch({STRETCH: 4, LATE_MARK: False}, [10_000] * 5) == 4
+    # a round's first attempt (its previous round released) runs the configured windows
+    assert next_stretch(None, [10_000] * 5) == 1
