@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """Write fedhh/codec/scripts.txt, each character's Script_Extensions (Unicode's Scripts.txt and
 ScriptExtensions.txt, UAX #24) that ``fedhh.codec.shown`` tells a word's scripts by (UTS #39,
-section 5.1, mixed-script detection).
+section 5.1, mixed-script detection); or, with ``--status``, fedhh/codec/identifiers.txt, the
+characters whose Identifier_Status is Allowed (UTS #39, section 3.1: of Identifier_Type
+Recommended or Inclusion), which ``shown`` reads letters as lookalikes of (not the technical,
+obsolete, uncommon and excluded ones, ``ɸ``, ``ĸ``, that no word is spelt in).
 
     python fedhh/codec/gen_scripts.py Scripts.txt ScriptExtensions.txt PropertyValueAliases.txt
     python fedhh/codec/gen_scripts.py --fonttools
+    python fedhh/codec/gen_scripts.py --status IdentifierStatus.txt
 
 The sources are Unicode's files (https://www.unicode.org/Public/UCD/latest/ucd/; the aliases
 file pairs Scripts.txt's long names with the short ones ScriptExtensions.txt writes), or, where only
 a package registry can be reached, the tables that the PyPI package ``fonttools`` generates from
 them (``fontTools.unicodedata.Scripts`` and ``.ScriptExtensions``, each a list of range starts
 and their values). Characters of Common (Zyyy) and Inherited (Zinh) with no extensions, and
-unassigned ones (Zzzz), are left out: they go with every script.
+unassigned ones (Zzzz), are left out: they go with every script. IdentifierStatus.txt is
+Unicode's security data (https://www.unicode.org/Public/security/latest/; the GitHub repository
+unicode-org/unicodetools holds it under unicodetools/data/security/<version>/).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import re
 from pathlib import Path
 
 OUT = Path(__file__).with_name("scripts.txt")
+IDENTIFIERS = Path(__file__).with_name("identifiers.txt")
 _LINE = re.compile(r"^([0-9A-F]+)(?:\.\.([0-9A-F]+))?\s*;\s*([A-Za-z_ ]+?)\s*(?:#|$)")
 _VERSION = re.compile(r"^#\s*Scripts-(\S+)\.txt", re.MULTILINE)
+_STATUS_VERSION = re.compile(r"^#\s*Version:\s*(\S+)", re.MULTILINE)
 _ANY = frozenset(("Zyyy", "Zinh", "Zzzz"))  # (Common, Inherited, Unknown)
 _LAST = 0x10FFFF
 
@@ -73,12 +81,35 @@ def from_fonttools() -> tuple[dict[int, str], str]:
     return values, found[1]
 
 
-def table(values: dict[int, str], version: str) -> str:
-    lines = [
+def allowed_from_status_file(text: str) -> tuple[dict[int, str], str]:
+    values = {code: value for lo, hi, value in _unicode_ranges(text, {}) if value == "Allowed"
+              for code in range(lo, hi + 1)}
+    found = _STATUS_VERSION.search(text)
+    if found is None or not values:
+        raise SystemExit("not an IdentifierStatus.txt: no version line or no Allowed ranges")
+    return values, found[1]
+
+
+def scripts_header(version: str) -> list[str]:
+    return [
         f"# Unicode's Script_Extensions (Scripts.txt and ScriptExtensions.txt, version {version}; "
         "UAX #24):",
         "# a range of code points, then the scripts its characters are used with (short names);",
         "# characters not listed are Common, Inherited or unassigned and go with every script.",
+    ]
+
+
+def status_header(version: str) -> list[str]:
+    return [
+        f"# Unicode's IdentifierStatus.txt (UTS #39, version {version}): the ranges of code points "
+        "whose",
+        "# Identifier_Status is Allowed; every other code point is Restricted.",
+    ]
+
+
+def table(values: dict[int, str], header: list[str]) -> str:
+    lines = [
+        *header,
         "# Written by fedhh/codec/gen_scripts.py; read by fedhh.codec.shown. Do not edit.",
         "# Unicode data: Copyright (c) 1991-2025 Unicode, Inc. Redistributed under the Unicode "
         "License v3,",
@@ -103,7 +134,14 @@ def main() -> None:
     parser.add_argument("aliases", type=Path, nargs="?", help="its PropertyValueAliases.txt")
     parser.add_argument("--fonttools", action="store_true",
                         help="read the tables of the installed fontTools instead")
+    parser.add_argument("--status", type=Path, metavar="IdentifierStatus.txt",
+                        help="write identifiers.txt from UTS #39's IdentifierStatus.txt instead")
     args = parser.parse_args()
+    if args.status:
+        values, version = allowed_from_status_file(args.status.read_text(encoding="utf-8"))
+        IDENTIFIERS.write_text(table(values, status_header(version)), encoding="utf-8")
+        print(f"{IDENTIFIERS}: {len(values)} characters")
+        return
     if args.fonttools:
         values, version = from_fonttools()
     elif args.scripts and args.extensions and args.aliases:
@@ -112,7 +150,7 @@ def main() -> None:
     else:
         parser.error("give Scripts.txt, ScriptExtensions.txt and PropertyValueAliases.txt, "
                      "or --fonttools")
-    OUT.write_text(table(values, version), encoding="utf-8")
+    OUT.write_text(table(values, scripts_header(version)), encoding="utf-8")
     print(f"{OUT}: {sum(1 for v in values.values() if v not in _ANY)} characters")
 
 

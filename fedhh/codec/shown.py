@@ -90,15 +90,23 @@ on a tie a script set with Latin is kept, else the first letter's): before, ``p�
 (``scripts.txt``, which ``gen_scripts.py`` writes from Unicode's data; a hand list of seven
 scripts until the fifty-fifth stop let ``ყoutube`` and ``ᑭaypal`` show as they are). A word of
 one script, not all ASCII, all of whose letters read as letters of another word's script (by
-Unicode's confusables, below; not through Latin's phonetic letters and small capitals, ``ĸ``,
-``ʙ``) is escaped too (``paypal.\\u0441\\u0441``: a whole-script confusable within one item);
+Unicode's confusables, below, through letters words are spelt in, whose Identifier_Status is
+Allowed, UTS #39 section 3.1, ``identifiers.txt``: not through the Restricted ones, technical,
+obsolete or uncommon, ``ĸ``, ``ʙ``, ``ɸ``) is escaped too (``paypal.\\u0441\\u0441``,
+``fuß.\\u03b2\\u03b2``: a whole-script confusable within one item);
 words of two scripts that read as no one script show as they are (``Ελλάδα Greece``,
 ``Москва Moscow``, whose Greek or Cyrillic word showed escaped before, ``東京 Tokyo``). An
-item of one script (``Москва``, ``café``) shows as it is. A letter's font, width or ligature
-variant among plain letters of its script is a kind of its own (``ﬁnance`` with the ligature
-``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``, ``\\uff50aypal``); an item of
-variants alone (``ｐａｙｐａｌ``), or of variants beside another script (``ＰＣゲーム``), shows as
-it is.
+item of one script (``Москва``, ``café``) shows as it is, but for a Restricted letter that reads
+as other text beside Allowed letters of its script (``p\\u0251ypal``, a Latin alpha: section 5.2
+admits Allowed characters alone at every level but Unrestricted); a word of Restricted letters
+alone (Cherokee ``ᏣᎳᎩ``, of a Limited_Use script) shows as it is. The level is Highly
+Restrictive, not Moderately Restrictive (Latin with any one other Recommended script but
+Cyrillic and Greek), which would let Latin words with Armenian or Georgian letters pass
+(``gօօgle``, ``ყoutube``): a list's viewer tells items apart by eye, in no one language.
+A letter's font, width or ligature variant among plain letters of its script is a kind of its
+own (``ﬁnance`` with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``,
+``\\uff50aypal``); an item of variants alone (``ｐａｙｐａｌ``), or of variants beside another
+script (``ＰＣゲーム``), shows as it is.
 So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
 list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
@@ -695,14 +703,15 @@ def _letter_variant(char: str) -> str | None:
 
 
 _SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts.txt")
+_IDENTIFIERS = os.path.join(os.path.dirname(__file__), "identifiers.txt")
 
 
-@lru_cache(maxsize=1)
-def _script_table() -> tuple[list[int], list[int], list[frozenset[str]]]:
-    """``scripts.txt`` (``gen_scripts.py`` writes it): its ranges' starts, ends and scripts,
-    read when an item first needs them."""
+@lru_cache(maxsize=2)
+def _range_table(path: str) -> tuple[list[int], list[int], list[frozenset[str]]]:
+    """A table ``gen_scripts.py`` writes (``scripts.txt``, ``identifiers.txt``): its ranges'
+    starts, ends and values, read when an item first needs them."""
     starts, ends, values = [], [], []
-    with open(_SCRIPTS, encoding="utf-8") as lines:
+    with open(path, encoding="utf-8") as lines:
         for line in lines:
             if not line.startswith("#"):
                 span, _, names = line.rstrip("\n").partition(";")
@@ -720,7 +729,12 @@ def _scripts(char: str) -> frozenset[str]:
     Inherited)."""
     if (base := _letter_variant(char)) is not None and len(base) == 1 and base != char:
         char = base
-    starts, ends, values = _script_table()
+    return _range_value(_SCRIPTS, char)
+
+
+def _range_value(path: str, char: str) -> frozenset[str]:
+    """``char``'s value in the ``_range_table`` at ``path``; empty where no range holds it."""
+    starts, ends, values = _range_table(path)
     at = bisect.bisect_right(starts, ord(char)) - 1
     return values[at] if at >= 0 and ord(char) <= ends[at] else frozenset()
 
@@ -783,18 +797,18 @@ def _variant_letters(text: str, word: list[int]) -> set[int]:
 
 @lru_cache(maxsize=1)
 def _lookalikes() -> dict[str, frozenset[str]]:
-    """For each prototype character (``_prototypes``), the scripts of the letters that read as
-    it (``o``: Latin, Greek, Cyrillic, Armenian...), itself among them; none for a Latin letter
-    beyond ASCII."""
+    """For each prototype character (``_prototypes``) that words are spelt in (its
+    Identifier_Status is Allowed, UTS #39, section 3.1: ``identifiers.txt``), the scripts of
+    the letters that read as it (``o``: Latin, Greek, Cyrillic, Armenian...), itself among
+    them."""
     found: dict[str, set[str]] = {}
     for code, prototype in list(_prototypes().items()):
-        # (a prototype reads as itself: confusables.txt maps none of its characters. Its Latin
-        # letters beyond ASCII, once NFD has taken their marks, are phonetic and small
-        # capitals, ɸ, ɾ, ĸ, ʙ, that no word is spelt in: through them Москва, Россия and рф
-        # read as Latin)
+        # (a prototype reads as itself: confusables.txt maps none of its characters. Many
+        # prototype letters, once NFD has taken their marks, are Restricted: technical,
+        # obsolete or uncommon, ɸ, ɾ, ĸ, ʙ, Ϙ, that no word is spelt in, so reading as one is
+        # reading as no script's words: through them Москва, Россия and рф read as Latin)
         letters = [each for each in unicodedata.normalize("NFD", prototype)
-                   if unicodedata.category(each).startswith("L")
-                   and (each.isascii() or "Latn" not in _scripts(each))]
+                   if unicodedata.category(each).startswith("L") and _allowed(each)]
         for each in letters:
             found.setdefault(each, set()).update(_scripts(each))
         char = chr(code)
@@ -803,6 +817,31 @@ def _lookalikes() -> dict[str, frozenset[str]]:
             # none of them a lookalike of its script)
             found[letters[0]].update(_scripts(char))
     return {char: frozenset(scripts) for char, scripts in found.items()}
+
+
+@lru_cache(maxsize=8192)
+def _allowed(char: str) -> bool:
+    """Whether ``char``'s Identifier_Status is Allowed (UTS #39, section 3.1)."""
+    return bool(_range_value(_IDENTIFIERS, char))
+
+
+def _restricted_letters(text: str, words: list[list[int]]) -> set[int]:
+    """The positions of the Restricted letters (Identifier_Status, ``_allowed``) that read as
+    other text (``_confusable``) in a word beside Allowed letters of their script: ``ɑ``, a
+    technical letter, in ``pɑypal``, which reads as ``paypal`` (UTS #39, section 5.2: every
+    level but Unrestricted takes Allowed characters alone). A word of Restricted letters alone,
+    of a Limited_Use script (Cherokee ``ᏣᎳᎩ``) or an uncommon one, shows as it is (nothing of
+    it reads as a word of its script), letters of two scripts are ``_mixed_letters``', and
+    compatibility forms, Restricted as not NFKC, ``_variant_letters``' (``ｐaypal``; the Hangul
+    letters of ``안녕ㅋㅋ`` show as they are)."""
+    found: set[int] = set()
+    for word in words:
+        allowed = [_scripts(text[i]) for i in word if _allowed(text[i])]
+        found.update(
+            i for i in word if allowed and not _allowed(text[i])
+            and unicodedata.is_normalized("NFKC", text[i]) and _confusable(text[i])
+            and (not (own := _scripts(text[i])) or any(own & theirs for theirs in allowed)))
+    return found
 
 
 @lru_cache(maxsize=8192)
@@ -841,15 +880,19 @@ def _whole_script_words(text: str, words: list[list[int]], escaped: set[int]) ->
 
 def _foreign_letters(text: str) -> set[int]:
     """The positions of the letters to escape in a text whose words mix scripts that spoofs
-    mix (module docstring): of each word not Highly Restrictive, the letters not of its main
-    scripts (``_mixed_letters``); where variants of letters and plain ones mix, the kind there
-    are fewer of (across words: ``a.ﬁ``); and each word of one script that reads as letters of
+    mix (module docstring): Restricted letters among Allowed ones (``_restricted_letters``); of
+    each word not Highly Restrictive, the letters not of its main scripts (``_mixed_letters``);
+    where variants of letters and plain ones mix, the kind there are fewer of (across words:
+    ``a.ﬁ``); and each word of one script that reads as letters of
     another word's (``_whole_script_words``)."""
+    # (most items' letters are all Allowed)
+    restricted = (_restricted_letters(text, _words(text))
+                  if any(char.isalpha() and not _allowed(char) for char in text) else set())
     every = {scripts for char in text if (scripts := _scripts(char))}
     if (not every or frozenset.intersection(*every)) and not any(map(_letter_variant, text)):
-        return set()  # (letters of one script: most items)
+        return restricted  # (letters of one script: most items)
     words = _words(text)
-    found: set[int] = set().union(*(_mixed_letters(text, word) for word in words))
+    found = restricted.union(*(_mixed_letters(text, word) for word in words))
     found |= _variant_letters(text, [i for word in words for i in word if i not in found])
     return found | _whole_script_words(text, words, found)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fedhh.codec import gen_scripts
-from fedhh.codec.shown import _prototypes, _scripts, printable
+from fedhh.codec.shown import _allowed, _lookalikes, _prototypes, _scripts, printable
 
 ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|\\)")
 
@@ -74,7 +74,8 @@ def test_every_lookalike_of_a_latin_letter_in_a_latin_word_shows_escaped() -> No
 def test_words_of_two_scripts_that_read_as_no_other_show_as_they_are(item: str) -> None:
     """Each word is of one script, and the one not ASCII has a letter that reads as no letter
     of the other (``λ``, ``б``; ``к`` reads only as the Latin kra ``ĸ``, ``и`` as a small
-    capital: phonetic letters no word is spelt in): the item reads as no item of one script.
+    capital: letters whose Identifier_Status is Restricted, that no word is spelt in): the item
+    reads as no item of one script.
     An ASCII word is never escaped so (``Moscow``, though ``Мoѕсоw`` could be Cyrillic)."""
     assert printable(item) == item
 
@@ -96,6 +97,9 @@ def test_highly_restrictive_words_and_words_of_scripts_apart_show_as_they_are(it
     ("A.\u0391\u0391", "A.\\u0391\\u0391"),  # (not the ASCII A, which reads as Greek A)
     ("ab.\u0585\u0585", "ab.\\u0585\\u0585"),  # Armenian oo
     ("\u0441\u043e\u0441\u043e\u0430 cocoa", "\\u0441\\u043e\\u0441\\u043e\\u0430 cocoa"),
+    # (letters beyond ASCII that words are spelt in: Identifier_Status Allowed)
+    ("fu\u00df.\u03b2\u03b2", "fu\u00df.\\u03b2\\u03b2"),  # Greek, read as Latin sharp s
+    ("Baku \u04d8\u04d9", "Baku \\u04d8\\u04d9"),  # Cyrillic, read as Latin schwas
 ])
 def test_a_word_of_one_script_that_reads_as_another_words_script_is_escaped(
         item: str, shown: str) -> None:
@@ -112,7 +116,7 @@ def test_scripts_txt_is_what_gen_scripts_writes() -> None:
     values, version = gen_scripts.from_fonttools()
     if f"version {version};" not in shipped.splitlines()[0]:
         pytest.skip(f"fontTools {fonttools.__name__} holds Unicode {version}")
-    assert gen_scripts.table(values, version) == shipped
+    assert gen_scripts.table(values, gen_scripts.scripts_header(version)) == shipped
 
 
 def test_gen_scripts_reads_unicode_files() -> None:
@@ -122,6 +126,64 @@ def test_gen_scripts_reads_unicode_files() -> None:
     aliases = "sc ; Grek ; Greek\nsc ; Latn ; Latin\nsc ; Zyyy ; Common\n"
     values, version = gen_scripts.from_unicode_files(scripts, extensions, aliases)
     assert version == "18.0.0"
-    lines = gen_scripts.table(values, version).splitlines()
+    lines = gen_scripts.table(values, gen_scripts.scripts_header(version)).splitlines()
     assert [line for line in lines if not line.startswith("#")] == [
         "0041..005A;Latn", "00B7;Grek Latn", "0370..0373;Grek"]
+
+
+def test_only_letters_words_are_spelt_in_make_lookalikes() -> None:
+    """UTS #39's Identifier_Status (identifiers.txt): a prototype letter that is Restricted
+    (technical ``ɸ`` ``ʙ`` ``ɾ``, obsolete ``ĸ`` ``Ϙ``, uncommon, excluded) is no script's
+    lookalike; an Allowed one beyond ASCII is (``ß``, ``Ə``, ``ɔ``), where a hand rule had
+    dropped every Latin letter beyond ASCII."""
+    assert not any(map(_allowed, "\u0278\u0299\u027e\u0138\u03d8\u0460\u1401"))
+    assert all(map(_allowed, "aß\u018f\u0254\u03b2\u0430\u0585\u4e00"))
+    assert all(map(_allowed, _lookalikes()))
+    assert {"Grek", "Latn"} <= _lookalikes()["\u00df"]
+
+
+def test_gen_scripts_reads_identifier_status() -> None:
+    status = ("# Version: 17.0.0\n# @missing: 0000..10FFFF; Restricted\n"
+              "0027          ; Allowed    # 1.1        APOSTROPHE\n"
+              "0041..005A    ; Allowed    # 1.1   [26] A..Z\n"
+              "0061..007A    ; Allowed    # 1.1   [26] a..z\n")
+    values, version = gen_scripts.allowed_from_status_file(status)
+    assert version == "17.0.0"
+    lines = gen_scripts.table(values, gen_scripts.status_header(version)).splitlines()
+    assert [line for line in lines if not line.startswith("#")] == [
+        "0027;Allowed", "0041..005A;Allowed", "0061..007A;Allowed"]
+    assert "Unicode License v3" in "\n".join(lines)
+    with pytest.raises(SystemExit, match="IdentifierStatus"):
+        gen_scripts.allowed_from_status_file("0041 ; Allowed\n")
+
+
+def test_identifiers_txt_is_identifier_status() -> None:
+    """The shipped table names its version and its license, and holds the Allowed set's
+    landmarks: ASCII letters and digits, Latin, Greek, Cyrillic, CJK; not controls."""
+    head = Path(gen_scripts.IDENTIFIERS).read_text(encoding="utf-8").splitlines()[:5]
+    assert "IdentifierStatus.txt (UTS #39, version" in head[0]
+    assert any("Unicode License v3" in line for line in head)
+    assert all(map(_allowed, "09AZaz\u00e9\u03b1\u0436\u4e00"))
+    assert not any(map(_allowed, "\x00 !\u200b"))
+
+
+@pytest.mark.parametrize(("item", "shown"), [
+    ("p\u0251ypal", "p\\u0251ypal"),  # Latin alpha, a technical letter: reads as paypal
+    ("\u0261oogle", "\\u0261oogle"),  # script g
+    ("\ua7b5eta", "\\ua7b5eta"),  # Latin beta
+])
+def test_a_restricted_letter_among_allowed_ones_of_its_script_is_escaped(
+        item: str, shown: str) -> None:
+    """UTS #39, section 5.2: a word at any level but Unrestricted holds Allowed characters
+    (Identifier_Status) alone; these are of one script, and read as an ASCII word."""
+    assert printable(item) == shown
+
+
+@pytest.mark.parametrize("item", [
+    "\u13e3\u13b3\u13a9",  # Cherokee, a Limited_Use script: Restricted letters alone
+    "\uc548\ub155\u314b\u314b",  # Hangul compatibility letters (Restricted as not NFKC)
+    "\U00020bb7\u91ce\u5bb6",  # an uncommon ideograph that reads as no other
+    "\u0259\u0254\u025b",  # Latin letters beyond ASCII that are Allowed
+])
+def test_restricted_letters_that_spoof_nothing_show_as_they_are(item: str) -> None:
+    assert printable(item) == item
