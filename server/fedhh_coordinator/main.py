@@ -53,7 +53,7 @@ from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
 from fedhh_coordinator.lobby import RETURN_S, Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import check_unfinished_runs
+from fedhh_coordinator.runs import ShownDenyLists, check_unfinished_runs
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
 
@@ -356,7 +356,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         owners = KeyOwners()
         devices = DeviceService(store, lobby, key, verifier,
                                 RateLimiter(args.enroll_rate, args.enroll_burst), owners)
-        admin = AdminService(store, runner, admin_token, budget)
+        shown_deny = ShownDenyLists()  # (GetResults' and the dashboard's, displayed once)
+        admin = AdminService(store, runner, admin_token, budget, shown_deny)
         hub = SelectorHub(lobby, owners, checked.selector_token, key)
         credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                              "/fedhh.v1.AdminService/": admin.authenticate,
@@ -375,7 +376,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
             dashboard = await start_dashboard(store, runner, lobby, budget, args.db,
                                               admin_token, tls, args.dashboard_host,
                                               args.dashboard_port, args.insecure,
-                                              demo_url=args.demo_url or "")
+                                              demo_url=args.demo_url or "",
+                                              deny=shown_deny)
         dashboard_port = dashboard.port if dashboard is not None else None
         ports = await start_device_ports(args, "coordinator", devices, credential_checks,
                                          MAX_RECEIVE_BYTES, tls)

@@ -37,7 +37,13 @@ from fedhh_coordinator.enrollment import (
 )
 from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import RunParts, create_run, stored_config, stored_ledger
+from fedhh_coordinator.runs import (
+    RunParts,
+    ShownDenyLists,
+    create_run,
+    stored_config,
+    stored_ledger,
+)
 from fedhh_coordinator.store import RoundRow, Store, decoded
 
 log = logging.getLogger(__name__)
@@ -187,11 +193,13 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
 
 class AdminService(pb_grpc.AdminServiceServicer):
     def __init__(self, store: Store, runner: Runner, admin_token: bytes,
-                 budget: LifetimeBudget) -> None:
+                 budget: LifetimeBudget, deny: ShownDenyLists | None = None) -> None:
+        """``deny``: the deny lists displayed, shared with the dashboard's views."""
         self.store = store
         self.runner = runner
         self.admin_token = admin_token
         self.budget = budget
+        self.deny = ShownDenyLists() if deny is None else deny
 
     def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
         auth.check_admin(metadata, self.admin_token)
@@ -285,7 +293,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
             run_id=row.run_id, state=row.state,
             heavy_hitters=[wire(h) for h in parts.tree.heavy_hitters(parts.state)],
             cut_prefixes=[wire(h) for h in parts.tree.cut_prefixes(parts.state)],
-            deny_list=[codec.display_item(c) for c in row.deny_codes],
+            deny_list=self.deny.shown(row.run_id, row.deny_codes, codec),
             ledger_json=json.dumps(row.ledger, sort_keys=True), rounds=self._rounds(row.run_id),
         )
 

@@ -1,9 +1,11 @@
-"""The dashboard displays a run's deny list once, in a thread (``Views.show_deny``).
+"""The dashboard and GetResults display a run's deny list once between them, in a thread
+(``Views.show_deny``, ``runs.ShownDenyLists``).
 
 ``run`` decoded every code of it on the coordinator's event loop, and the live run page asks
 ``run`` every second: a 170,000-item list (codebook unicode, ~0.2 ms a code) held the loop
 ~35 s each time, no device or caller answered. Each ``display_item`` records whether it ran
-with a running event loop."""
+with a running event loop. GetResults displayed the list at each call (~60 s of CPU for
+300,000 items), beside the dashboard's copy."""
 
 from __future__ import annotations
 
@@ -13,20 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admin_service_kit import METADATA, admin_stub
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
+from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.dashboard import Dashboard
 from fedhh_coordinator.dashboard.auth import Sessions
 from fedhh_coordinator.dashboard.reader import Reader
-from fedhh_coordinator.dashboard.views import DENY_SHOWN_RUNS, Views
+from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.runs import DENY_SHOWN_RUNS, create_run
 from fedhh_coordinator.store import Store
 
 ITEMS = ("spam", "eggs", "ham")
@@ -82,7 +86,7 @@ def test_a_deny_list_is_displayed_once_off_the_event_loop(
         store.close()
     assert sorted(first) == sorted(ITEMS) and second == first
     assert calls == [False] * len(ITEMS)  # each code once, in a thread
-    assert list(views._deny) == ["d"]
+    assert views.deny.kept("d") == first and views.deny.kept("unknown") is None
 
 
 def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
@@ -115,6 +119,30 @@ def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
     finally:
         views.reader.close()
         store.close()
-    assert runs[0] not in views._deny  # (pushed out, as the test means)
+    assert views.deny.kept(runs[0]) is None  # (pushed out, as the test means)
     assert on_loop == [False] * len(ITEMS) * len(runs)  # each run's codes once, in a thread
     assert all(f">{item}<" in rendered[0] for item in ITEMS)
+
+
+def test_get_results_and_the_dashboard_display_a_deny_list_once_between_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "coordinator.sqlite")
+    views = _views(store, tmp_path / "coordinator.sqlite", ["d"])
+
+    async def asked() -> list[list[str]]:
+        async with admin_stub(store, deny=views.deny) as stub:
+            lists = [list((await stub.GetResults(pb.GetResultsRequest(run_id="d"),
+                                                 metadata=METADATA, timeout=60)).deny_list)
+                     for _ in range(2)]
+        shown = await views.show_deny("d")
+        assert shown is not None
+        return [*lists, list(shown), list(views.run("d").deny)]
+
+    calls = _watch_display(monkeypatch)
+    try:
+        lists = asyncio.run(asked())
+    finally:
+        views.reader.close()
+        store.close()
+    assert sorted(lists[0]) == sorted(ITEMS) and all(shown == lists[0] for shown in lists)
+    assert calls == [False] * len(ITEMS)  # each code once, in a thread

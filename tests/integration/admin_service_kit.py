@@ -13,6 +13,7 @@ from fedhh.rpc import serving
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.runs import ShownDenyLists
 from fedhh_coordinator.service import AdminService
 from fedhh_coordinator.store import Store
 
@@ -28,11 +29,12 @@ class Idle:
 
 
 @asynccontextmanager
-async def admin_stub(store: Store, runner: Any = None) -> AsyncIterator[Any]:
+async def admin_stub(store: Store, runner: Any = None,
+                     deny: ShownDenyLists | None = None) -> AsyncIterator[Any]:
     """An ``AdminServiceStub`` on a plaintext loopback channel to the service over ``store``
-    and ``runner`` (default: ``Idle``; its calls take ``metadata=METADATA``); the server
-    stops on leaving."""
-    admin = AdminService(store, runner or Idle(), ADMIN_TOKEN, LifetimeBudget())
+    and ``runner`` (default: ``Idle``; its calls take ``metadata=METADATA``), ``deny`` its
+    deny lists displayed; the server stops on leaving."""
+    admin = AdminService(store, runner or Idle(), ADMIN_TOKEN, LifetimeBudget(), deny)
     server = serving.new_server()
     pb_grpc.add_AdminServiceServicer_to_server(admin, server)
     port = server.add_insecure_port("127.0.0.1:0")

@@ -42,7 +42,7 @@ from fedhh_coordinator.dashboard.timeline import (
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
-from fedhh_coordinator.runs import RunParts, stored_config, stored_ledger
+from fedhh_coordinator.runs import RunParts, ShownDenyLists, stored_config, stored_ledger
 from fedhh_coordinator.store import RoundRow, RunRow, Store
 
 FINAL = ("done", "failed", "cancelled")
@@ -52,9 +52,6 @@ TOP_DEVICES = 25
 # The runs whose planner answers (Views.ask_planner) are kept, the latest viewed: a few hundred
 # bytes each, as many runs as the spend cache keeps ledgers (results.SpendCache).
 PLANNED_RUNS = 128
-# The runs whose deny lists are kept displayed (Views.show_deny), the latest viewed: a list may
-# hold 1,000,000 items (MAX_DENY_ITEMS), tens of MB displayed, so a few runs only.
-DENY_SHOWN_RUNS = 4
 # A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
 # (rounded); admission compares exact sums (budgets.py)
 FULL_SLACK = 1e-9
@@ -186,7 +183,8 @@ def _completion_note(rounds: list[RoundRow], parts: RunParts, hits: tuple[Hit, .
 
 class Views:
     def __init__(self, store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
-                 reader: Reader) -> None:
+                 reader: Reader, deny: ShownDenyLists | None = None) -> None:
+        """``deny``: the deny lists displayed, shared with the admin service's GetResults."""
         self.store, self.runner, self.lobby = store, runner, lobby
         self.budget, self.reader = budget, reader
         self.spend = SpendCache()
@@ -197,9 +195,8 @@ class Views:
         self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str]]] = {}
-        # run id -> its deny list displayed (``show_deny``), and the displays under way
-        self._deny: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self.deny_size = DENY_SHOWN_RUNS
+        # the deny lists displayed (``show_deny``), and the displays under way here
+        self.deny = ShownDenyLists() if deny is None else deny
         self._showing: dict[str, asyncio.Future[tuple[str, ...] | None]] = {}
 
     # ---- runs ------------------------------------------------------------------------------
@@ -265,22 +262,17 @@ class Views:
         page asks ``run`` every second: a list of 170,000 items held the coordinator's event
         loop ~35 s each time, no device or caller answered. A run's codes and codec never
         change, so the live page keeps what this returns and gives it to ``run`` (only the
-        last ``deny_size`` runs viewed stay here). A run not found or damaged (None) is left
-        to ``run`` to say."""
-        if run_id in self._deny:
-            self._deny.move_to_end(run_id)
-            return self._deny[run_id]
+        last ``deny.size`` runs shown stay in ``deny``, which GetResults shares). A run not
+        found or damaged (None) is left to ``run`` to say."""
+        kept = self.deny.kept(run_id)
+        if kept is not None:
+            return kept
         showing = self._showing.get(run_id)
         if showing is None:
             showing = asyncio.ensure_future(asyncio.to_thread(self._shown_deny, run_id))
             self._showing[run_id] = showing
             showing.add_done_callback(lambda _: self._showing.pop(run_id, None))
-        shown = await asyncio.shield(showing)
-        if shown is not None:
-            self._deny[run_id] = shown
-            while len(self._deny) > self.deny_size:
-                self._deny.popitem(last=False)
-        return shown
+        return await asyncio.shield(showing)
 
     def _shown_deny(self, run_id: str) -> tuple[str, ...] | None:
         try:
@@ -288,7 +280,7 @@ class Views:
             codec = RunParts.load(row).tree.codec
         except (NotFoundError, StoreDamaged):
             return None
-        return tuple(codec.display_item(c) for c in row.deny_codes)
+        return self.deny.shown(run_id, row.deny_codes, codec)
 
     def _planned_words(self, run_id: str) -> tuple[str, str] | None:
         """The planner's answer for ``run_id`` if it is kept (now the latest used)."""
@@ -309,7 +301,7 @@ class Views:
         ran_out, budget = (self._planned_words(run_id)
                            or _budget_words(parts.config, parts.ledger.eps_local, False))
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
-        deny = deny if deny is not None else self._deny.get(run_id)
+        deny = deny if deny is not None else self.deny.kept(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         return RunDetail(
             line=self._line(row, now, self.reader.run_times().get(run_id)),
