@@ -480,8 +480,12 @@ sys.exit(main(sys.argv[2:]))
 CLI_S = 30.0  # how long such a process may take
 
 
-def _fedhh(argv: list[str], connect_s: float = CONNECT_S) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", CLI, str(connect_s), *argv],
+def _fedhh(argv: list[str], connect_s: float = CONNECT_S,
+           then: str = "") -> subprocess.Popen[str]:
+    """``fedhh argv`` in a process of its own; ``then``: Python run first, after CONNECT_S is
+    set (``cluster`` imported)."""
+    program = CLI.replace("sys.exit(", f"{then}\nsys.exit(", 1)
+    return subprocess.Popen([sys.executable, "-c", program, str(connect_s), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -809,8 +813,10 @@ def test_a_warning_during_the_progress_bar_starts_a_line_of_its_own(
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
                       host="127.0.0.1", dashboard_address=None,
                       scheduler_kwargs=NO_HTTP, memory_limit="2GiB") as small:
+        # (the memory warning is for the default dataset's runs: the tiny file stands for it)
         process = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store",
-                               "--scheduler", small.scheduler_address))
+                               "--scheduler", small.scheduler_address),
+                         then=f"cluster.DEFAULT_DATASET = {str(tiny_path)!r}")
         out, err = _finish(process)
     assert process.returncode == 0, err
     assert f"{RUNS} runs (1 computed, {RUNS - 1} reused)" in out, out
@@ -846,3 +852,15 @@ def test_a_refused_address_is_told_while_it_is_retried(
         finally:
             server.shutdown()
     assert len(said) == 1
+
+
+def test_the_memory_warning_is_for_the_default_dataset_only(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The 4 GiB a worker is told it may lack is what a run over the 1.6M-user default dataset
+    may need: before, it was said whatever the dataset, a 3,000-user file's too."""
+    small = _Workers({"tcp://10.0.0.1:1": ("0.1.0", code_fingerprint())}, 1.0)
+    check_workers(small, {"/data/users-3000.jsonl"})  # type: ignore[arg-type]
+    assert "memory limit" not in caplog.text
+    check_workers(small, {"/data/users-3000.jsonl", "synthetic-reddit"})  # type: ignore[arg-type]
+    assert "1 Dask worker has a memory limit under 4 GiB, what one run over the 1.6M-user " \
+        "default dataset may need" in caplog.text
