@@ -474,7 +474,7 @@ class Round:
         quiet, tail = self.limits.quiet_close_s, self.limits.quiet_close_tail
         if tail == 0:
             return quiet
-        missing = len(self.server.expected()) - received
+        missing = self.server.expected_count() - received
         expected = received + missing
         if missing <= tail * expected:
             return quiet / 4

@@ -216,6 +216,12 @@ class SecAggServer:
             return frozenset(range(1, self.config.num_devices + 1))
         return frozenset(self._requests() or ())
 
+    def expected_count(self) -> int:
+        """How many devices the open stage waits for: ``len(expected())`` without building the
+        set (asked on each quiet-close check)."""
+        requests = self._requests()
+        return self.config.num_devices if requests is None else len(requests)
+
     def received(self) -> int:
         """How many devices the open stage has accepted a message from (asked after every
         accepted message: one ``len``, not one per stage)."""
@@ -238,9 +244,7 @@ class SecAggServer:
             return False
         if self.stage == Stage.UNMASK and self._missing_secrets == 0:
             return True
-        requests = self._requests()
-        expected = self.config.num_devices if requests is None else len(requests)
-        return self.received() == expected
+        return self.received() == self.expected_count()
 
     def closing_keeps_round(self) -> bool:
         """Whether closing the open stage now would keep the round alive: at least n_min

@@ -133,6 +133,7 @@ def test_can_close_early_when_everyone_answered() -> None:
     driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
     server = driver.server
     assert server.expected() == frozenset(range(1, 9)) and not server.can_close_early()
+    assert server.expected_count() == 8  # (the count the quiet close asks, no set built)
     for u, request in driver.pending.items():
         server.handle_share_keys(driver.devices[u].share_keys(request))  # type: ignore[arg-type]
     assert server.received() == 8 and server.can_close_early()
@@ -150,6 +151,7 @@ def test_server_abort_from_outside_releases_nothing() -> None:
 def test_unmask_can_close_as_soon_as_every_secret_has_t_shares() -> None:
     driver = drive_to(small_cohort(), Stage.UNMASK, DropoutPlan.at(Stage.MASKED_INPUT, {8}))
     server = driver.server
+    assert server.expected_count() == len(server.expected()) == 7
     answered = 0
     for u, request in sorted(driver.pending.items()):
         if server.can_close_early():
