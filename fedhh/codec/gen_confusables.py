@@ -14,6 +14,13 @@ over the file's lines). So a character is a source where its one entry is a prot
 characters, or, where the two name only each other, where it comes first (a line adds its
 source, then its prototype). The wheel's JSON wraps right-to-left characters in U+200E marks,
 which the file's comments add; they are dropped.
+
+The JSON lacks 3 of the 15.1.0 file's mappings: U+2028 and U+2029 (line and paragraph
+separators) to U+0020, and U+3164 (Hangul filler) to U+1160. The package builds it from the
+glyphs in the file's comments, where these three are lost (a separator breaks the line, a
+filler shows as nothing). The table written from the JSON says so in its header. Nothing is
+shown differently for it: ``fedhh.codec.shown`` escapes all three anyway (the separators as
+unprintable, the filler as invisible).
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import zipfile
 from pathlib import Path
 
 OUT = Path(__file__).with_name("confusables.txt")
+# What the table lacks when written from the wheel's JSON (the module docstring says why).
+JSON_LACKS = "2028 ; 0020, 2029 ; 0020 and 3164 ; 1160"
 _LINE = re.compile(r"^([0-9A-F]+)\s*;\s*([0-9A-F ]+?)\s*;")
 _VERSION = re.compile(r"^#\s*Version:\s*(\S+)", re.MULTILINE)
 
@@ -53,7 +62,9 @@ def from_homoglyphs_json(data: dict[str, list[dict[str, str]]]) -> dict[str, str
     return mapping
 
 
-def table(mapping: dict[str, str], version: str) -> str:
+def table(mapping: dict[str, str], version: str, lacking: str = "") -> str:
+    """The file: its header, then one line per mapping. ``lacking``: the source's mappings
+    known to be missing, named in the header."""
     lines = [
         f"# Unicode's confusables.txt, version {version} (UTS #39): a character, then the "
         "prototype it reads as,",
@@ -64,6 +75,8 @@ def table(mapping: dict[str, str], version: str) -> str:
         "License v3,",
         "# https://www.unicode.org/license.txt, which permits it with this notice.",
     ]
+    if lacking:
+        lines.append(f"# Written from a copy that lacks {lacking} (see the generator).")
     lines += [f"{ord(char):04X} ; {' '.join(f'{ord(c):04X}' for c in target)}"
               for char, target in sorted(mapping.items())]
     return "\n".join(lines) + "\n"
@@ -91,7 +104,8 @@ def main() -> None:
         version = args.unicode_version
     if not version:
         raise SystemExit("give --unicode-version: the source does not name its version")
-    OUT.write_text(table(mapping, version), encoding="utf-8")
+    lacking = "" if args.source.suffix == ".txt" else JSON_LACKS
+    OUT.write_text(table(mapping, version, lacking), encoding="utf-8")
     print(f"{OUT}: {len(mapping)} characters")
 
 

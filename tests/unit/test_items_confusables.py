@@ -87,3 +87,21 @@ def test_the_table_is_read_when_a_list_is_first_shown_not_at_import() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["0", "1"]
+
+
+def test_the_three_mappings_the_table_lacks_are_named_and_shown_escaped_anyway() -> None:
+    """The table is written from confusable-homoglyphs' JSON, which lacks three of Unicode's
+    mappings (their glyphs lost in the file's comments): its header names them, as the
+    generator writes it, and each of the three is shown escaped regardless."""
+    from fedhh.codec import gen_confusables
+
+    lacking = {"\u2028": " ", "\u2029": " ", "\u3164": "\u1160"}
+    assert not lacking.keys() & PROTOTYPES.keys()
+    header = [line for line in TABLE.read_text(encoding="utf-8").splitlines()
+              if line.startswith("#")]
+    assert header[-1] == ("# Written from a copy that lacks 2028 ; 0020, 2029 ; 0020 and "
+                          "3164 ; 1160 (see the generator).")
+    assert gen_confusables.table(PROTOTYPES, "15.1.0", gen_confusables.JSON_LACKS) \
+        == TABLE.read_text(encoding="utf-8")
+    for source in lacking:
+        assert shown_module.printable(f"a{source}b") == f"a\\u{ord(source):04x}b"
