@@ -21,7 +21,9 @@ Charge on unmask: any attempt that reached unmasking is charged, whatever happen
 the number of contributors the link could verify (``n_min``, the floor every honest device
 enforces, when nothing can be verified). Before an attempt opens, the driver checks that the
 remaining budget can pay for it at ``n_min``; an attempt is never opened on credit. Attempts of a
-round are bounded (``max_attempts``, counted in the store, so restarts do not reset it).
+round are bounded (``max_attempts``, counted in the store, so restarts do not reset it); an
+attempt a store outage interrupted before it left the process is tried again as it stands, not
+counted (``RoundDriver.retry_unsent``).
 
 After a restart ``resume`` settles every attempt a previous process left open by asking the link
 what became of it (``AggregatorLink.recover``), before the next attempt opens.
@@ -89,6 +91,9 @@ class Recovered:
     verdict: Recovery
     reason: str
     contributors: int | None = None
+    # The attempt never left this process (NOTHING): no aggregator heard of it, no device was
+    # given its task or charged for it (``RoundDriver.retry_unsent``).
+    unsent: bool = False
 
 
 class AggregatorLink(Protocol):
@@ -222,13 +227,22 @@ class RoundDriver:
     # it runs it; None, at once. The coordinator's runner retries it while its store is
     # briefly unavailable, the sum waiting unread meanwhile (``Runner.write_charge``).
     write_charge: Callable[[Callable[[], None]], Awaitable[None]] | None = None
+    # Whether ``resume`` leaves an open attempt of the next round that never left this process
+    # (``Recovered.unsent``) open, for ``round`` to try again as the same attempt, not counted
+    # as another against ``max_attempts``. The coordinator's runner sets it after a store
+    # outage it waited out: before, each attempt a flapping database interrupted in its
+    # check-in was settled aborted and counted, and an outage through one round failed the
+    # run ("released nothing in 5 attempts") though it had cost nothing. Not after a restart:
+    # a coordinator that stops in every check-in (killed for its memory) would retry for ever.
+    retry_unsent: bool = False
+    # resume's attempt left open for ``round``: its round, number and the reason it is
+    # settled with if it is not tried again (the run cancelled, the budget refusing it).
+    _unsent: tuple[int, int, str] | None = field(default=None, init=False, repr=False)
 
     async def run(self, state: TreeState) -> TreeState:
         """Settle what a previous process left open, then run rounds until the tree is done."""
         state = await self.resume(state)
         while not state.done:
-            if self.cancelled():
-                raise RunCancelled("cancelled by the operator")
             state = await self.round(state)
         return state
 
@@ -236,19 +250,14 @@ class RoundDriver:
         """Attempts of the state's next round until one releases; the new state."""
         query = self.tree.query(state)
         while True:
-            # (a cancel asked during the pause after an abort: before, the loop opened one
-            # more attempt only to abort it in its check-in, and where the aborted attempt
-            # was the round's last allowed one, the run ended failed, "released nothing in N
-            # attempts", instead of cancelled)
-            if self.cancelled():
-                raise RunCancelled("cancelled by the operator")
-            tried = [r for r in self.store.attempts() if r.round == query.round]
-            if len(tried) >= self.max_attempts:
-                last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""
-                raise StateError(f"round {query.round} released nothing in {len(tried)} "
-                                 f"attempt{'' if len(tried) == 1 else 's'}{last}; giving up")
-            self._check_budget(query.round, 1 + max((r.attempt for r in tried), default=0))
-            number = self.store.open_attempt(query.round)
+            again, self._unsent = self._unsent, None
+            try:
+                number = self._next_attempt(query.round, again)
+            except (RunCancelled, StateError, PrivacyError):
+                self._settle_unsent(again)
+                raise
+            if again is None:
+                number = self.store.open_attempt(query.round)
             attempt = AttemptId(self.run_id, query.round, number)
             try:
                 released = await self.link.collect(attempt, query, self._charge_hook(attempt))
@@ -261,6 +270,26 @@ class RoundDriver:
                 await self._pause()
                 continue
             return self._advance(attempt, query, state, released)
+
+    def _next_attempt(self, round_: int, again: tuple[int, int, str] | None) -> int:
+        """The number of the round's next attempt (``again``'s, if resume left one open), once
+        the run may go on: not cancelled, under ``max_attempts``, the budget paying for it."""
+        # (a cancel asked during the pause after an abort: before, the loop opened one more
+        # attempt only to abort it in its check-in, and where the aborted attempt was the
+        # round's last allowed one, the run ended failed, "released nothing in N attempts",
+        # instead of cancelled)
+        if self.cancelled():
+            raise RunCancelled("cancelled by the operator")
+        tried = [r for r in self.store.attempts()
+                 if r.round == round_ and (again is None or r.attempt != again[1])]
+        if len(tried) >= self.max_attempts:
+            last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""
+            raise StateError(f"round {round_} released nothing in {len(tried)} "
+                             f"attempt{'' if len(tried) == 1 else 's'}{last}; giving up")
+        number = again[1] if again is not None else \
+            1 + max((r.attempt for r in tried), default=0)
+        self._check_budget(round_, number)
+        return number
 
     async def _pause(self) -> None:
         """Wait ``retry_delay_s`` before the next attempt, or until a cancel is asked
@@ -302,12 +331,29 @@ class RoundDriver:
                     continue
                 state = self._advance(attempt, query, state, released)
             elif recovered.verdict is Recovery.NOTHING and record.state is AttemptState.OPEN:
+                if recovered.unsent and self.retry_unsent:
+                    self._settle_unsent(self._unsent)  # (only the latest is tried again)
+                    self._unsent = (record.round, record.attempt, reason)
+                    continue
                 self._settle_abort(attempt, RoundAborted(reason))
             else:
                 self._settle_abort(attempt, RoundAborted(
                     reason, reached_unmask=True, contributors=recovered.contributors),
                     record.state)
+        if self._unsent is not None and (state.done or self._unsent[0] != state.next_round):
+            self._settle_unsent(self._unsent)
+            self._unsent = None
+        if self._unsent is not None:
+            log.info("round %d attempt %d of run %s is tried again as it stands, not counted "
+                     "as another attempt: %s", *self._unsent[:2], self.run_id, self._unsent[2])
         return state
+
+    def _settle_unsent(self, unsent: tuple[int, int, str] | None) -> None:
+        """Settle an attempt resume left open that is not tried again, as resume would have
+        (aborted, free)."""
+        if unsent is not None:
+            self._settle_abort(AttemptId(self.run_id, unsent[0], unsent[1]),
+                               RoundAborted(unsent[2]))
 
     # ---- the rules ----------------------------------------------------------------------------
     def _index(self, round_: int) -> int:

@@ -205,7 +205,8 @@ class NetworkLink:
     async def recover(self, attempt: AttemptId) -> Recovered:
         annotation = self._annotation(attempt)
         if "aggregator_round_id" not in annotation:
-            return Recovered(Recovery.NOTHING, "the round never reached the aggregator")
+            return Recovered(Recovery.NOTHING, "the round never reached the aggregator",
+                             unsent=True)
         plan = plan_from_annotation(annotation, self.store, self.config.min_devices)
         return _verdict(await self._patient_outcome(plan), opened=annotation.get(OPENED) is True)
 

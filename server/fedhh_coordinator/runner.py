@@ -265,6 +265,7 @@ class Runner:
             cancel_asked=lambda: self._cancel_asked.wait(), write_charge=self.write_charge,
             interrupted_by=("the store was unavailable" if run_id in self._interrupted
                             else RoundDriver.interrupted_by),
+            retry_unsent=run_id in self._interrupted,
         )
         self._interrupted.discard(run_id)
         return driver

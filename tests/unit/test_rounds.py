@@ -240,6 +240,54 @@ def test_an_attempt_left_open_says_what_interrupted_it() -> None:
     assert RoundDriver.interrupted_by == "the coordinator stopped"
 
 
+def test_an_attempt_that_never_left_the_process_is_tried_again_uncounted() -> None:
+    """After a store outage (``retry_unsent``), an open attempt the link says never left the
+    process is collected as the same attempt, not counted against ``max_attempts``: the last
+    allowed attempt after two aborts still runs. After a restart it is settled as before."""
+    unsent = Recovered(Recovery.NOTHING, "never reached the aggregator", unsent=True)
+    for retry, expected in ((True, [(1, AttemptState.ABORTED), (2, AttemptState.ABORTED),
+                                    (3, AttemptState.RELEASED)]),
+                            (False, None)):
+        store = MemoryRunStore()
+        for _ in (1, 2):
+            store.abort_attempt(1, store.open_attempt(1), "too few devices")
+        store.open_attempt(1)  # interrupted in its check-in
+        link = FakeLink(["release"], store, unsent)
+        d = driver(link, store, max_attempts=3)
+        d.retry_unsent = retry
+        if expected is None:
+            with pytest.raises(StateError, match="released nothing in 3 attempts"):
+                run(d)
+            assert store.attempts()[-1].reason == ("the coordinator stopped; never reached "
+                                                   "the aggregator")
+            continue
+        assert run(d).done
+        assert [(r.attempt, r.state) for r in store.attempts()] == expected
+        assert link.log[-2:] == ["release round 1 attempt 3", "read round 1 attempt 3"]
+        assert spends(d) == [(0, N_MIN + 10)]
+
+
+def test_an_attempt_left_to_be_tried_again_is_settled_if_the_run_stops_first() -> None:
+    """Cancelled, or refused by the budget, before it is tried again: the attempt is settled
+    aborted, free, as resume would have settled it, not left open."""
+    unsent = Recovered(Recovery.NOTHING, "never reached the aggregator", unsent=True)
+    for stop in ("cancel", "budget"):
+        store = MemoryRunStore()
+        # (a budget for two charges at n_min, one spent on a lost attempt: a third refused)
+        book = PrivacyLedger.open(1.0, 1e-6, 2, N_MIN)
+        if stop == "budget":
+            book = book.record(0, N_MIN, attempt=store.open_attempt(1))
+            store.charge_attempt(1, 1, AttemptState.LOST, N_MIN, book.to_dict(), "lost")
+        store.open_attempt(1)
+        d = driver(FakeLink([], store, unsent), store, book)
+        d.retry_unsent = True
+        d.cancelled = lambda: stop == "cancel"  # noqa: B023 (read within the iteration)
+        with pytest.raises(RunCancelled if stop == "cancel" else PrivacyError):
+            run(d)
+        assert [(r.state, r.reason) for r in store.attempts()][-1] == (
+            AttemptState.ABORTED, "the coordinator stopped; never reached the aggregator")
+
+
 @pytest.mark.parametrize("lost", ["abort-after-unmask", "restart-unknown"])
 def test_a_lost_attempts_reason_says_unmasking_may_have_begun(lost: str) -> None:
     """The driver is told only that a sum may exist (``reached_unmask``), also when nobody can
