@@ -1,8 +1,9 @@
 """Sharded rounds with real processes: two worker aggregators behind the combiner, 200 devices
 in shards of 100. The coordinator gets one total per round with every shard's evidence and
 charges the round once; a shard whose worker restarts mid-round drops out and the rest still
-releases; a combiner killed mid-round is taken over by its successor; a coordinator killed
-mid-run resumes the sharded round.
+releases (charged at n_min where the worker comes back on a journal that never heard of it);
+a combiner killed mid-round is taken over by its successor; a coordinator killed mid-run
+resumes the sharded round.
 
 The tests share one topology (the module's), each a run of its own: a test that kills a
 service starts it again, and each reads only what the logs gained during its run (before, each
@@ -99,6 +100,34 @@ def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(
     assert first.state == "released" and first.participants == 100, run.rounds
     assert spends(results) == [(0, 100)]
     assert "aggregator_restarted" in combiner_log
+
+
+def test_a_worker_back_on_another_journal_leaves_its_shard_charged_at_n_min(
+        topo: LocalTopology) -> None:
+    logs = LogMarks(topo)
+    try:
+        with admin(topo) as client:
+            client.start_run(sharded(), run_id="forgot")
+            logs.wait_for("combiner", '"message": "sharded round opened"')
+            topo.kill("worker-1")
+            # Back on a journal that never heard of its shard (a new --state-dir; another
+            # worker's would do the same): nobody can say whether its unmasking began.
+            topo.start_aggregator(["--state-dir", str(topo.workdir / "worker-1-new-state")],
+                                  name="worker-1")
+            run = client.wait("forgot", 300)
+            results = client.results("forgot")
+            combiner_log = logs.new("combiner")
+    finally:
+        topo.kill("worker-1")
+        topo.start_aggregator(name="worker-1")
+    assert run.state == "done", run.error
+    assert run.rounds[-1].state == "released"
+    # The attempt with the forgotten shard is charged at n_min (80): released, its charge is
+    # not worker 0's own 100 (before: 100, the shard dropped out as if before unmasking);
+    # aborted (worker 0's shard starved on a busy machine), it is not free (before: free).
+    assert spends(results)[0] == (0, 80), \
+        (spends(results), [(r.state, r.reason) for r in run.rounds])
+    assert "a worker lost its record of a shard" in combiner_log
 
 
 def test_a_combiner_killed_mid_round_is_taken_over(topo: LocalTopology) -> None:
