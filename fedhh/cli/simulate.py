@@ -54,7 +54,7 @@ from fedhh.codec.shown import (
     rjust,
 )
 from fedhh.config import Mode, RunConfig
-from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.errors import ConfigError
 from fedhh.server.causes import cut_cause, lost_in_completion_note
 from fedhh.server.segment import trim_note
@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.populations import resolve
 
     config = config_from_args(args, Mode.SIMULATION)
-    inputs = {"--dataset": args.dataset, "--deny-list": args.deny_list, "--codec": args.codec}
+    inputs = {"--dataset": args.dataset, "--deny-list": args.deny_list,
+              "--codec": given_text(args, "codec")}
     options.check_output("--json", args.json, inputs=inputs)
     options.check_output("--plot", args.plot, options.PLOT_SUFFIXES, inputs)
     # Meters on stderr for every long step, only on a terminal and never with --quiet.

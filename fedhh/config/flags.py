@@ -65,10 +65,45 @@ def add_run_arguments(parser: argparse.ArgumentParser, mode: Mode, *,
                                "with a space)")
             continue
         shown = "" if default is None else f" (default: {_show(default)})"
-        parse = f.metadata["parse"] or _PARSERS[kind]
-        group.add_argument(flag(f.name), dest=dest, type=_argparse_type(parse), default=default,
-                           choices=f.metadata["choices"], metavar=f.metadata["metavar"],
-                           help=text + shown)
+        if f.metadata["parse"] is not None:
+            group.add_argument(flag(f.name), dest=dest, action=_ParsedKeepingText,
+                               parse=_argparse_type(f.metadata["parse"]), default=default,
+                               metavar=f.metadata["metavar"], help=text + shown)
+            continue
+        group.add_argument(flag(f.name), dest=dest, type=_argparse_type(_PARSERS[kind]),
+                           default=default, choices=f.metadata["choices"],
+                           metavar=f.metadata["metavar"], help=text + shown)
+
+
+# The namespace attribute under which _ParsedKeepingText keeps each flag's text as given.
+_GIVEN = "given_text"
+
+
+class _ParsedKeepingText(argparse.Action):
+    """A knob whose own parse may not keep what the user typed (``--codec FILE`` becomes the
+    codebook's JSON): the parsed value, and the text as given, for ``given_text``. Before,
+    the output checks compared an output path with the codebook's JSON, so ``--json book.json
+    --codec book.json`` wrote the results over the user's codebook."""
+
+    def __init__(self, *args: Any, parse: Callable[[str], Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.parse = parse
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        try:
+            setattr(namespace, self.dest, self.parse(values))
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentError(self, str(error)) from None
+        given = dict(getattr(namespace, _GIVEN, None) or {})
+        given[self.dest] = values
+        setattr(namespace, _GIVEN, given)
+
+
+def given_text(args: argparse.Namespace, name: str) -> str | None:
+    """The text given on the command line for the knob ``name`` that has its own parse
+    (None if the flag was not given)."""
+    return (getattr(args, _GIVEN, None) or {}).get(name)
 
 
 def _argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:

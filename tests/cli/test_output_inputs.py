@@ -60,3 +60,26 @@ def test_a_codebook_file_with_json_output_runs(tmp_path: Path, monkeypatch: pyte
     assert main(["simulate", "--dataset", "users.txt", "--codec", "book.json",
                  "--json", "out.json", "--quiet"]) == 0
     assert Path("out.json").is_file()
+
+
+def test_an_output_that_is_the_codebook_file_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The output checks see the `--codec` path as typed, not the codebook's JSON it is parsed
+    into: before, `--json book.json --codec book.json` ran and wrote the results over the
+    user's codebook."""
+    from fedhh.data.codebooks import book_path
+
+    monkeypatch.chdir(tmp_path)
+    Path("users.txt").write_text("alpha beta\ngamma\n")
+    book = json.loads(book_path("english").read_text(encoding="utf-8"))
+    text = json.dumps({**book, "name": "mine"})
+    Path("book.json").write_text(text)
+    with pytest.raises(SystemExit) as refused:
+        main(["simulate", "--dataset", "users.txt", "--codec", "book.json", "--json",
+              "book.json", "--quiet"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "fedhh simulate: error: --json book.json is the input --codec book.json: writing it "
+        "would replace what the run reads; give another file")
+    assert Path("book.json").read_text() == text
