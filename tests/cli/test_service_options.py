@@ -12,8 +12,10 @@ from fedhh.cli.main import build_parser
 PROCESSES = ("aggregator", "coordinator", "selector", "combiner", "device")
 # Each service's own port; a selector has no store of its own to default to; a combiner holds
 # the rounds of several shards' aggregators; a device process must keep its identities and
-# budgets, where a service's journal is optional.
-ON_PURPOSE = {"--listen", "--db", "--store", "--max-rounds", "--state-dir"}
+# budgets, where a service's journal is optional; an aggregator's connections carry whole
+# fleets' session streams, so it admits more streams on one than a coordinator or selector.
+ON_PURPOSE = {"--listen", "--db", "--store", "--max-rounds", "--state-dir",
+              "--max-streams-per-connection"}
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
