@@ -51,7 +51,7 @@ from fedhh.secagg import (
     Stage,
     Violation,
 )
-from fedhh.secagg.config import Admission
+from fedhh.secagg.config import MAX_ROUND_S, Admission
 from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
 
@@ -133,7 +133,7 @@ class Limits:
     max_rounds: int = 16  # rounds held at once (running, or finished and unfetched)
     max_wait_s: float = 60.0  # cap of any long-poll
     result_ttl_s: float = 600.0  # a finished round's outcome is kept this long for the fetch
-    max_round_s: float = 3600.0  # the last deadline of a config may be at most this far ahead
+    max_round_s: float = MAX_ROUND_S  # the last deadline of a config may be at most this far ahead
     max_uploads: int = 32  # masked vectors buffered at once (each is dimension * 2 or 4 bytes)
     # Calls that reached the server but wait for its event loop to start them. gRPC core sheds
     # calls beyond this backlog (at random, all of them at twice it) with a bare CANCELLED

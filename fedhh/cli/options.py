@@ -441,6 +441,8 @@ def add_outcome_options(parser: argparse.ArgumentParser) -> None:
     """How far ahead an aggregation service (an aggregator, the combiner) takes a round's last
     deadline, and how long it remembers its finished rounds for GetOutcome; both check the
     two together (fedhh_aggregator.rounds.check_tombstone_ttl)."""
+    # (fedhh.secagg.config.MAX_ROUND_S, which the coordinator reads; not imported here: it
+    # would load the secure-aggregation package and its cryptography on every command)
     parser.add_argument("--max-round-seconds", type=positive_float, default=3600.0,
                         help="refuse configs whose last deadline is further ahead (default: "
                              "3600)")

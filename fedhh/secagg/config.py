@@ -65,6 +65,10 @@ _HEAD = struct.Struct(">HB")  # version, len(round_id)
 _BODY = struct.Struct(">IIBIII32sB5Q32s")
 _FLAG_DEVICE_AUTH = 1
 _FLAG_CONSISTENCY = 2
+# How far ahead an aggregation service takes a config's last deadline by default (its
+# --max-round-seconds): the service's limit, and what the coordinator stretches stage windows
+# within (fedhh_coordinator.stretch), which cannot ask a running service for its own.
+MAX_ROUND_S = 3600.0
 
 
 def _check_int(name: str, value: object, lo: int, hi: int) -> None:

@@ -93,7 +93,14 @@ from fedhh_coordinator.plans import (
 )
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import Store
-from fedhh_coordinator.stretch import LATE, STRETCH, fell_short, next_stretch, stretched
+from fedhh_coordinator.stretch import (
+    LATE,
+    STRETCH,
+    aborted_late,
+    fell_short,
+    next_stretch,
+    stretched,
+)
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +215,16 @@ class NetworkLink:
             return Recovered(Recovery.NOTHING, "the round never reached the aggregator",
                              unsent=True)
         plan = plan_from_annotation(annotation, self.store, self.config.min_devices)
-        return _verdict(await self._patient_outcome(plan), opened=annotation.get(OPENED) is True)
+        outcome = await self._patient_outcome(plan)
+        if outcome.state == "aborted":
+            # An attempt the service aborted while no coordinator listened stretches the next
+            # one's windows as one aborted under this process does (``_stretch_windows``).
+            # Before, a restart between the two left the mark out and the next attempt ran the
+            # windows that had been too short again.
+            self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt, {
+                LATE: aborted_late(outcome.reason, outcome.reached_unmask,
+                                   outcome.stage_devices)})
+        return _verdict(outcome, opened=annotation.get(OPENED) is True)
 
     async def resume(self, attempt: AttemptId, query: RoundQuery,
                      charge: ChargeHook) -> Released:
@@ -345,18 +361,19 @@ class NetworkLink:
                                   charge: ChargeHook) -> Released:
         """``_fetch``, then the attempt's steps and the service's last per-stage counts kept
         in its round summary, whatever the outcome (the operator's dropout rates)."""
-        too_few = False
+        ended: RoundAborted | None = None
         try:
             return await self._fetch(plan, charge)
         except RoundAborted as aborted:
-            too_few = not aborted.reached_unmask and "too_few_devices" in aborted.reason
+            ended = aborted
             raise
         finally:
             with contextlib.suppress(AggregatorUnavailable):
                 outcome = await plan.service(self.aggregator).outcome(plan.round_id)
                 self.progress.observe_stage("", outcome.stage_devices)
             # (the next attempt's windows: ``_stretch_windows``)
-            late = too_few and fell_short(self.progress.stage_devices)
+            late = ended is not None and aborted_late(ended.reason, ended.reached_unmask,
+                                                      self.progress.stage_devices)
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
                                       {**self.progress.summary(), LATE: late})
 
@@ -500,11 +517,14 @@ class NetworkLink:
         took = now - (last - sum(windows))
         each = ", ".join(f"{flag(name)} {ms}" for name, ms in zip(WINDOW_FIELDS, windows,
                                                                  strict=True))
+        # (a stretched attempt's windows are not the ones the flags set: say whose they are)
+        whose = ("--stage-ms sets all five" if self._stretch == 1 else
+                 f"these are the configured ones stretched x{self._stretch} after too few "
+                 "devices in time; --stage-ms sets all five configured ones")
         raise RoundAborted(
             f"the round's stage windows ended before it could open: they last {sum(windows)} "
             f"ms in all ({each}), and drawing and signing its cohort of {devices} devices "
-            f"took {took} ms; the windows are milliseconds: give longer ones (--stage-ms sets "
-            "all five)")
+            f"took {took} ms; the windows are milliseconds: give longer ones ({whose})")
 
     def _deadlines(self) -> StageDeadlines:
         advertise, share, masked, consistency, unmask = self._windows()

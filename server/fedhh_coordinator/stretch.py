@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedhh.backoff import ceiling
+from fedhh.secagg.config import MAX_ROUND_S
 
 # The round summary's keys: the factor the attempt's windows were stretched by, and the mark
 # that it aborted with devices that took part and then missed a stage's window.
@@ -29,15 +30,21 @@ LATE = "too_few_in_time"
 # windows needs an operator (fewer devices, a quieter host), not a longer wait.
 STRETCH_MAX = 8
 # The aggregation service refuses a config whose last deadline is further ahead than its
-# ``max_round_s`` (an hour by default, fedhh_aggregator.rounds); a stretch past it would turn
-# every later attempt into a refusal.
-STRETCHED_ROUND_MAX_MS = 3_600_000
+# ``max_round_s`` (--max-round-seconds; no service says its own, so its default): a stretch
+# past it would turn every later attempt into a refusal.
+STRETCHED_ROUND_MAX_MS = int(MAX_ROUND_S * 1000)
 
 
 def fell_short(stages: Mapping[str, int]) -> bool:
     """Whether a stage accepted fewer devices than the stage before it (``stages`` in the
     protocol's order): devices that took part and then missed a window, or dropped out."""
     return any(later < earlier for earlier, later in itertools.pairwise(stages.values()))
+
+
+def aborted_late(reason: str, reached_unmask: bool, stages: Mapping[str, int]) -> bool:
+    """Whether an attempt aborted with too few devices in time: for too few devices before
+    unmasking, with devices that took part and then missed a stage's window."""
+    return not reached_unmask and "too_few_devices" in reason and fell_short(stages)
 
 
 def next_stretch(previous: Mapping[str, Any] | None, windows: Sequence[int]) -> int:

@@ -8,22 +8,28 @@ per-stage counts."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from test_link_charging import SHARD, Coordinator, FakeCombiner, Fleet, Plan, attempts, config
 
+from fedhh.cli.options import add_outcome_options
 from fedhh.errors import RoundAborted
 from fedhh.secagg import RoundConfig
+from fedhh.secagg.config import MAX_ROUND_S
+from fedhh_aggregator.rounds import Limits
 from fedhh_coordinator.aggregation import AggregatorOutcome
+from fedhh_coordinator.link import NetworkLink
 from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 from fedhh_coordinator.stretch import LATE as LATE_MARK
-from fedhh_coordinator.stretch import STRETCH, STRETCH_MAX, next_stretch
+from fedhh_coordinator.stretch import STRETCH, STRETCH_MAX, STRETCHED_ROUND_MAX_MS, next_stretch
 
 STAGE_MS = 20_000
 LATE = {"ADVERTISE_KEYS": SHARD, "SHARE_KEYS": 3}  # all took part; 3 in time at key sharing
@@ -108,3 +114,81 @@ def test_the_stretch_stops_at_its_cap_and_at_the_last_deadline_a_service_accepts
     assert next_stretch({STRETCH: 4, LATE_MARK: False}, [10_000] * 5) == 4
     # a round's first attempt (its previous round released) runs the configured windows
     assert next_stretch(None, [10_000] * 5) == 1
+
+
+@dataclass
+class StoppingService(ShortService):
+    """A ``ShortService`` whose result call for the attempt ``stop_at`` (round, attempt) hangs,
+    for the test to stop the coordinator there."""
+
+    stop_at: tuple[int, int] | None = None
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def single_result(self, round_id: bytes, dimension: int, timeout_s: float,
+                            on_release: Any) -> Any:
+        _, round_, attempt, *_ = round_id.decode().split("/")
+        if (int(round_), int(attempt)) == self.stop_at:
+            self.reached.set()
+            await asyncio.Event().wait()
+        return await super().single_result(round_id, dimension, timeout_s, on_release)
+
+
+@pytest.mark.parametrize("stop_at", [(1, 2), (1, 3)])
+def test_a_restarted_coordinator_goes_on_from_the_stretch_its_predecessor_reached(
+        tmp_path: Path, stop_at: tuple[int, int]) -> None:
+    """The coordinator is stopped while an attempt after a late abort runs at the aggregator
+    and a new one, over the same store, drives the run on: the attempt under way is resumed
+    with its windows, and the round's next attempts stretch on from them, as if no restart."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, SHARD)
+    short = {(1, 1): LATE, (1, 2): LATE, (1, 3): LATE}
+    first = StoppingService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
+                            short=short, stop_at=stop_at)
+
+    async def first_life() -> None:
+        await create_run(store, config(shard_size=None, target_devices=SHARD, rounds=1,
+                                       max_attempts=5, stage_ms=STAGE_MS), "run")
+        coordinator = asyncio.create_task(Coordinator(store, fleet, first).drive("run"))
+        await asyncio.wait_for(first.reached.wait(), 60)
+        coordinator.cancel()  # the process dies with the attempt at the aggregator
+        with pytest.raises(asyncio.CancelledError):
+            await coordinator
+
+    asyncio.run(first_life())
+    second = ShortService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
+                          short=short, tasks=first.tasks, opened=first.opened)
+
+    async def second_life() -> None:
+        await asyncio.wait_for(Coordinator(store, fleet, second).drive("run"), 60)
+
+    asyncio.run(second_life())
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [
+        (1, "aborted"), (2, "aborted"), (3, "aborted"), (4, "released")]
+    assert [windows(shards[0].config) for _, shards in second.opened] == [
+        [STAGE_MS * f] * 4 for f in (1, 2, 4, 8)]
+    assert [r.summary[STRETCH] for r in store.rounds("run")] == [1, 2, 4, 8]
+
+
+def test_windows_that_ended_before_the_round_opened_are_said_to_be_stretched() -> None:
+    """The refusal of windows that end before the round opens (``--stage-ms 1``, meant as
+    seconds) names them; stretched ones are not the flags' values, and it says so."""
+    link = NetworkLink.__new__(NetworkLink)  # (only the config and the stretch are read)
+    link.config, link._stretch = config(stage_ms=1), 4
+    ended = SimpleNamespace(config=SimpleNamespace(deadlines=SimpleNamespace(unmask=0)))
+    with pytest.raises(RoundAborted) as raised:
+        link._check_windows_ahead(SimpleNamespace(cohorts=[ended]), 8)
+    assert raised.value.reason.endswith(
+        "they last 20 ms in all (--advertise-ms 4, --share-keys-ms 4, --masked-input-ms 4, "
+        f"--consistency-ms 4, --unmask-ms 4), and drawing and signing its cohort of 8 devices "
+        f"took {raised.value.reason.split(' took ')[1].split(' ms')[0]} ms; the windows are "
+        "milliseconds: give longer ones (these are the configured ones stretched x4 after too "
+        "few devices in time; --stage-ms sets all five configured ones)")
+
+
+def test_the_services_and_the_coordinator_read_one_round_limit() -> None:
+    """The hour ahead the aggregation service takes a round's last deadline, which the stretch
+    stays within: one constant (before, the coordinator kept a copy of the service's)."""
+    parser = argparse.ArgumentParser()
+    add_outcome_options(parser)
+    assert parser.parse_args([]).max_round_seconds == MAX_ROUND_S == Limits().max_round_s
+    assert STRETCHED_ROUND_MAX_MS == MAX_ROUND_S * 1000
