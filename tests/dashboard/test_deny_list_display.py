@@ -10,7 +10,7 @@ with a running event loop. GetResults displayed the list at each call (~60 s of 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +102,11 @@ def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
     on_loop = _watch_display(monkeypatch)
     rendered: list[str] = []
 
-    async def serve(request: Any, regions: Callable[[], dict[str, Any]], headers: Any) -> Any:
+    async def serve(request: Any, regions: Callable[[], Awaitable[dict[str, Any]]],
+                    headers: Any) -> Any:
         for other in runs[1:]:  # the operator opens the other runs' pages
             await views.show_deny(other)
-        rendered.append(str(regions()["run-head"]))  # the stream's next render
+        rendered.append(str((await regions())["run-head"]))  # the stream's next render
         return web.Response()
 
     monkeypatch.setattr(dashboard.live, "serve", serve)

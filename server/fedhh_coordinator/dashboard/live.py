@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -39,10 +39,12 @@ class LiveStreams:
     def open(self) -> int:
         return sum(len(stops) for stops in self._stops.values())
 
-    async def serve(self, request: web.Request, regions: Callable[[], dict[str, Html]],
+    async def serve(self, request: web.Request,
+                    regions: Callable[[], Awaitable[dict[str, Html]]],
                     headers: dict[str, str]) -> web.StreamResponse:
-        """Stream ``regions()`` until the session ends, the client leaves, or a newer stream
-        of the session takes this one's place; ``headers`` go on the response."""
+        """Stream ``await regions()`` (which may read the store in a thread) until the
+        session ends, the client leaves, or a newer stream of the session takes this one's
+        place; ``headers`` go on the response."""
         session = request.cookies.get(COOKIE) or ""
         mine = self._stops.setdefault(session, [])
         if len(mine) >= MAX_SESSION_STREAMS:
@@ -57,7 +59,7 @@ class LiveStreams:
             sent: dict[str, str] = {}
             while self.sessions.valid(session) and not stop.is_set():
                 try:
-                    current = {**regions(), "clock": esc(pages.when(time.time()))}
+                    current = {**await regions(), "clock": esc(pages.when(time.time()))}
                 except (NotFoundError, StoreDamaged):  # gone, or no longer reads back
                     break
                 for name, content in current.items():

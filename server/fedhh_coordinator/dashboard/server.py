@@ -349,7 +349,7 @@ class Dashboard:
         await self.views.ask_planner(run_id)
         await self.views.show_deny(run_id)
         try:
-            detail = self.views.run(run_id)
+            detail = self.views.run(run_id, read=await self.views.read(run_id))
         except NotFoundError:
             return html_response(pages.not_found(f"There is no run {run_id!r}."), 404)
         except StoreDamaged as damage:
@@ -367,7 +367,7 @@ class Dashboard:
         await self.views.ask_planner(run_id)
         await self.views.show_deny(run_id)
         try:
-            detail = self.views.run(run_id)
+            detail = self.views.run(run_id, read=await self.views.read(run_id))
         except NotFoundError:
             raise web.HTTPNotFound(text="no such run") from None
         except StoreDamaged as damage:
@@ -400,8 +400,9 @@ class Dashboard:
 
     # ---- live ------------------------------------------------------------------------------
     async def live_runs(self, request: web.Request) -> web.StreamResponse:
-        return await self.live.serve(
-            request, lambda: {"runs": pages.runs_table(self.views.runs())}, HEADERS)
+        async def regions() -> dict[str, Html]:
+            return {"runs": pages.runs_table(self.views.runs())}
+        return await self.live.serve(request, regions, HEADERS)
 
     async def live_run(self, request: web.Request) -> web.StreamResponse:
         run_id = self._run_id(request)
@@ -410,8 +411,8 @@ class Dashboard:
         # few, and each render would then display it again on the loop)
         deny = await self.views.show_deny(run_id)
 
-        def regions() -> dict[str, Html]:
-            detail = self.views.run(run_id, deny)
+        async def regions() -> dict[str, Html]:
+            detail = self.views.run(run_id, deny, await self.views.read(run_id))
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
                     "hits": pages.hits_table(run_id, detail.hits, detail.cut,
@@ -420,7 +421,7 @@ class Dashboard:
         return await self.live.serve(request, regions, HEADERS)
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
-        def regions() -> dict[str, Html]:
+        async def regions() -> dict[str, Html]:
             view = self.views.fleet()
             return {"fleet-counts": pages.fleet_counts(view),
                     "dropout": pages.fleet_dropout(view),
