@@ -15,7 +15,12 @@ those streams and a listener of the leader's one ``Lobby``:
 - joined devices enter the one pool, so the cohort is drawn uniformly (OS entropy) over every
   selector's devices and the leader's own (the Sybil argument of ``fedhh_coordinator.lobby``);
 - the signed tasks go to each selector in a few messages (``TASKS_PER_MESSAGE`` each), the last
-  one marked, after which the selector tells its other pool members "none".
+  one marked, after which the selector tells its other pool members "none"; the selector
+  acknowledges them with a batch that names the check-in and no device. A selector that has
+  not acknowledged them within a check-in window is logged by name (stopped, swapped out: its
+  stream stays open while its drawn devices get no task; before, nothing named it), and a
+  selector hands out no task whose round's first deadline has passed
+  (``fedhh_coordinator.selector``).
 
 A batch that breaks the contract (``check_batch``) ends the stream with INVALID_ARGUMENT before
 any of it is applied. A selector whose stream ends takes its devices out of an open check-in's
@@ -60,6 +65,7 @@ class Session:
     name: str
     queue: asyncio.Queue[pb.LeaderMessage | None] = field(default_factory=asyncio.Queue)
     devices: set[int] = field(default_factory=set)  # its devices in the open check-in's pool
+    unacked: int = 0  # the check-in whose tasks it was sent and has not acknowledged
 
     def send(self, message: pb.LeaderMessage) -> None:
         self.queue.put_nowait(message)
@@ -196,7 +202,12 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         session.devices = set()
 
     def apply(self, session: Session, batch: pb.SelectorBatch) -> None:
-        """A checked batch: keys claimed, joins put in the pool; refusals sent back."""
+        """A checked batch: keys claimed, joins put in the pool; refusals sent back; or a
+        check-in's tasks acknowledged (its id, no device)."""
+        if batch.checkin and not (batch.presented or batch.joined):
+            if session.unacked == batch.checkin:
+                session.unacked = 0
+            return
         for entry in batch.presented:
             self._claim(session, entry)
         current = batch.checkin == self.lobby.checkin and self.lobby.is_open
@@ -249,6 +260,11 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
             session = self._where.get(device_id)
             if session is not None and session in mine:
                 mine[session][device_id] = task
+        sent = [s for s, its in mine.items() if its]
+        for session in sent:
+            session.unacked = checkin
+        if sent:
+            asyncio.get_running_loop().call_later(self.lobby.window_s, self.check_acks, checkin)
         for session, its in mine.items():
             items = sorted(its.items())
             for start in range(0, max(len(items), 1), TASKS_PER_MESSAGE):
@@ -256,6 +272,18 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                 session.send(pb.LeaderMessage(tasks=pb.SelectorTasks(
                     checkin=checkin, tasks=dict(chunk),
                     last=start + TASKS_PER_MESSAGE >= len(items))))
+
+    def check_acks(self, checkin: int) -> list[str]:
+        """Log, by name, each selector that has not acknowledged the tasks of ``checkin`` (a
+        check-in window after they were sent: ``delivered``); their names."""
+        late = sorted(s.name for s in self.sessions if s.unacked == checkin)
+        for name in late:
+            log.warning(f"selector {name!r} has not acknowledged the tasks of check-in "
+                        f"{checkin} within the check-in window ({self.lobby.window_s:g} s): "
+                        "its drawn devices are not getting them (the selector stopped or "
+                        "stalled; its stream is still open)",
+                        extra={"selector": name, "checkin": checkin})
+        return late
 
     def cleared(self, checkin: int) -> None:
         self._where = {}

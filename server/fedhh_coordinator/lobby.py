@@ -112,6 +112,7 @@ class Lobby:
         # back (``expect_return``).
         self._returning_until = 0.0
         self._held = False  # the open check-in's window is over, held for them
+        self.window_s = 0.0  # the latest check-in's window
 
     async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
                       quiet_s: float = 1.0, eligible: Callable[[int], bool] | None = None,
@@ -121,6 +122,7 @@ class Lobby:
         members while the pool holds fewer). ``stop``: close it now (the run was cancelled);
         asked as it opens and whenever ``recheck`` or a join wakes it."""
         self.clear()
+        self.window_s = window_s
         self._pool_size = max(capacity, pool_size or capacity)
         self._eligible = eligible or (lambda device_id: True)
         self._open = True

@@ -26,15 +26,18 @@ import contextlib
 import logging
 import random
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.rpc.tasks import COHORT_TASK_CONTEXT
+from fedhh.secagg.config import RoundConfig, SecAggConfigError
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -80,6 +83,19 @@ def check_signed_by(tasks: pb.SelectorTasks, coordinator_public: bytes) -> None:
         return
 
 
+def first_deadline_ms(tasks: pb.SelectorTasks) -> int | None:
+    """The first stage's deadline (Unix ms) of the round ``tasks`` are for, read from the
+    signed round config of one of them (a cohort shares it); None if it cannot be read (the
+    devices judge such a task themselves)."""
+    for signed in tasks.tasks.values():
+        try:
+            task = pb.Task.FromString(signed.task)
+            return RoundConfig.from_bytes(task.round_config).deadlines.advertise_keys
+        except (DecodeError, SecAggConfigError):
+            return None
+    return None
+
+
 def check_key_proof(proof: bytes, challenge: bytes, name: str,
                     coordinator_public: bytes) -> None:
     """Raise WrongCoordinatorKey unless the leader's ``proof`` verifies under the key this
@@ -106,6 +122,8 @@ class SelectorLobby:
         self._opened = CrowdEvent()
         self._closed = CrowdEvent()
         self._cleared = CrowdEvent()
+        self._acks: list[int] = []  # check-ins whose last tasks arrived, to tell the leader
+        self.clock = time.time  # (Unix s; the deadlines in the tasks are the leader's)
 
     # ---- devices ---------------------------------------------------------------------------
     async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
@@ -153,7 +171,10 @@ class SelectorLobby:
         self.pending.set()
 
     def take_batch(self) -> pb.SelectorBatch | None:
-        """The next batch to send (at most ``MAX_BATCH`` devices), or None."""
+        """The next batch to send (at most ``MAX_BATCH`` devices; or a check-in's tasks
+        acknowledged: its id and no device, ``fedhh_coordinator.hub``), or None."""
+        if self._acks:
+            return pb.SelectorBatch(checkin=self._acks.pop(0))
         if not (self._presented or self._joined):
             self.pending.clear()
             return None
@@ -179,6 +200,20 @@ class SelectorLobby:
         elif event == "tasks":
             tasks = message.tasks
             if tasks.checkin != self.checkin:
+                return
+            if tasks.last:
+                self._acks.append(tasks.checkin)
+                self.pending.set()
+            first = first_deadline_ms(tasks)
+            if first is not None and self.clock() * 1000 >= first:
+                # This selector was stopped (SIGSTOP, swapped out) while the leader sent them:
+                # their round's first stage is over, and its attempt aborted or goes on without
+                # them. Before, they were handed out late, to devices that could only miss it;
+                # now the devices hear "none" and join the next check-in.
+                log.warning(f"the tasks of check-in {tasks.checkin} came "
+                            f"{self.clock() - first / 1000:.1f} s after their round's first "
+                            "deadline: not handed out", extra={"checkin": tasks.checkin})
+                self._end_round()
                 return
             for device_id, task in tasks.tasks.items():
                 future = self._pool.get(device_id)
@@ -213,7 +248,7 @@ class SelectorLobby:
         self._end_round()
         self._sent = {}
         self._refused = {}
-        self._presented, self._joined = [], []
+        self._presented, self._joined, self._acks = [], [], []
         self.pending.clear()
 
     def _close(self) -> None:

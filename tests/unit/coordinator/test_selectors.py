@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
+from fedhh.secagg.config import RoundConfig, StageDeadlines
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.db import open_database
 from fedhh_coordinator.hub import MAX_BATCH, TASKS_PER_MESSAGE, SelectorHub, Session, check_batch
@@ -462,3 +463,80 @@ def test_a_selectors_health_is_not_serving_while_it_has_lost_its_leader() -> Non
             await channel.close()
 
     run(scenario())
+
+
+def test_a_selector_that_does_not_acknowledge_its_tasks_is_named_after_the_check_in_window(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A selector stopped (SIGSTOP) as its devices were drawn keeps its stream open while they
+    get no task: the leader names it a check-in window after it sent them, where before no log
+    named it. A selector that acknowledged them is not named."""
+    async def scenario() -> None:
+        lobby, _, hub, (stopped, live) = hub_with("stopped", "live")
+        collecting = await opened(lobby, capacity=4, pool_size=4)
+        hub.apply(stopped, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(1), entry(2)]))
+        hub.apply(live, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(3), entry(4)]))
+        await collecting
+        lobby.window_s = 0.0  # (the timer's own length: it fires on the loop's next turn)
+        lobby.deliver({d: pb.SignedTask(task=b"t") for d in (1, 2, 3, 4)})
+        hub.apply(live, acknowledgement(lobby.checkin))
+        while not any("has not acknowledged" in r.getMessage() for r in caplog.records):
+            await asyncio.sleep(0)
+
+    run(scenario())
+    said = [r.getMessage() for r in caplog.records if "has not acknowledged" in r.getMessage()]
+    assert said == ["selector 'stopped' has not acknowledged the tasks of check-in 1 within the "
+                    "check-in window (0 s): its drawn devices are not getting them (the "
+                    "selector stopped or stalled; its stream is still open)"]
+
+
+def acknowledgement(checkin: int) -> pb.SelectorBatch:
+    """What a selector sends once the last of a check-in's tasks reached it (its lobby's own
+    batch, not built here by hand)."""
+    lobby = SelectorLobby()
+    lobby.attached()
+    lobby.handle(pb.LeaderMessage(opened=checkin))
+    lobby.handle(pb.LeaderMessage(tasks=pb.SelectorTasks(checkin=checkin, last=True)))
+    batch = lobby.take_batch()
+    assert batch is not None and lobby.take_batch() is None
+    return batch
+
+
+def signed_task(device_id: int, advertise_ms: int) -> pb.SignedTask:
+    """A task whose round's first stage ends at ``advertise_ms`` (Unix ms)."""
+    config = RoundConfig(b"run/1/1/x", 4, 8, 16, 2, 3, 2, b"g" * 32,
+                         StageDeadlines(*(advertise_ms + 1000 * i for i in range(5))))
+    return pb.SignedTask(task=pb.Task(device_id=device_id,
+                                      round_config=config.to_bytes()).SerializeToString())
+
+
+@pytest.mark.parametrize("late", [True, False])
+def test_a_selector_hands_out_no_task_whose_round_has_begun_without_it(
+        late: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Resumed after a stop, a selector reads the tasks of a check-in whose round's first stage
+    is over (its attempt aborted, or going on without them): its devices hear "none" and join
+    the next check-in, where before they were handed the tasks 40 s late. Either way the
+    tasks are acknowledged to the leader."""
+    now_s = 1_800_000_000.0
+    advertise_ms = int(now_s * 1000) + (-40_000 if late else 10_000)
+
+    async def scenario() -> list[pb.SignedTask | None]:
+        lobby = SelectorLobby()
+        lobby.clock = lambda: now_s
+        lobby.attached()
+        lobby.handle(pb.LeaderMessage(opened=1))
+        waiting = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 10)) for d in (1, 2)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lobby.take_batch() is not None  # (their joins)
+        lobby.handle(pb.LeaderMessage(closed=1))
+        tasks = {d: signed_task(d, advertise_ms) for d in (1, 2)}
+        lobby.handle(pb.LeaderMessage(tasks=pb.SelectorTasks(checkin=1, tasks=tasks,
+                                                             last=True)))
+        assert lobby.take_batch() == pb.SelectorBatch(checkin=1)
+        return list(await asyncio.gather(*waiting))
+
+    got = run(scenario())
+    assert got == ([None, None] if late else [signed_task(d, advertise_ms) for d in (1, 2)])
+    said = [r.getMessage() for r in caplog.records if "not handed out" in r.getMessage()]
+    assert said == (["the tasks of check-in 1 came 40.0 s after their round's first deadline: "
+                     "not handed out"] if late else [])
