@@ -88,10 +88,19 @@ class RoundRow:
     attempt: int
     state: str
     reason: str
-    participants: int
+    participants: int  # the count charged (docs/scaling.md: n_min for a shard lost)
     summary: dict[str, Any]
     started_at: float
     finished_at: float | None
+
+    @property
+    def contributors(self) -> int:
+        """The reports in a released round's total, which its estimates are over (its tree
+        report's ``participants``); else the charge. The two differ where a shard reached
+        unmasking outside the total: charged at n_min, whatever the total's count."""
+        if self.state != "released":
+            return self.participants
+        return int(self.summary.get("participants", self.participants))
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ def test_a_hitters_standard_deviation_is_its_rounds_mechanisms() -> None:
     [code] = cw.to_ints(codec.encode_many(["cat"]).codes)
     state = TreeState(discovered=(Found(code, 100.0, 2),), done=True)
     parts = SimpleNamespace(tree=tree, state=state, **UNKNOWN_BUDGET)
-    rounds = [SimpleNamespace(round=i, state="released", participants=1000) for i in (1, 2)]
+    rounds = [RoundRow("r", i, 1, "released", "", 1000, {}, T0, T0 + 20) for i in (1, 2)]
     [hit] = heavy_hitters(parts, rounds)  # type: ignore[arg-type]
     assert hit.std == estimate_std(completion, 100.0, 1000) > estimate_std(main, 100.0, 1000)
 

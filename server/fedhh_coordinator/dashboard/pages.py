@@ -196,7 +196,8 @@ def step_chip(step: Step) -> Html:
 
 
 def attempt_card(a: AttemptView) -> Html:
-    figures = [f"{a.contributors} contributors, n_min {a.n_min}" if a.contributors
+    charged = f" (charged at {a.charged})" if a.charged != a.contributors else ""
+    figures = [f"{a.contributors} contributors{charged}, n_min {a.n_min}" if a.contributors
                else f"n_min {a.n_min}"]
     if a.kept is not None:
         figures.append(f"kept {a.kept}, finished {a.finished}")

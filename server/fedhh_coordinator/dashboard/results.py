@@ -68,7 +68,7 @@ def cut_prefixes(parts: RunParts, rounds: list[RoundRow], ran_out: str | None = 
 
 def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter],
           ran_out: str | None) -> list[Hit]:
-    contributors = {r.round: r.participants for r in rounds if r.state == "released"}
+    contributors = {r.round: r.contributors for r in rounds if r.state == "released"}
     last = max(contributors, default=0)
     if ran_out is None:
         ran_out = ran_out_cause(parts.config, parts.ledger.eps_local)

@@ -62,7 +62,8 @@ class AttemptView:
     started_at: float
     seconds: float
     cohort: int | None
-    contributors: int
+    contributors: int  # in the released total (``RoundRow.contributors``)
+    charged: int  # the count the ledger charged (n_min for a shard lost after unmasking)
     n_min: int
     kept: int | None
     finished: int | None
@@ -135,7 +136,7 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
         elif key in waits:
             devices = None
         elif key == END:
-            devices = row.participants if row.state in ("released", "lost") else None
+            devices = row.contributors if row.state in ("released", "lost") else None
         else:
             devices = counts.get(key)
         dropout = None
@@ -158,7 +159,8 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
     return AttemptView(
         run_id=row.run_id, round=row.round, attempt=row.attempt, state=row.state,
         reason=row.reason, started_at=row.started_at, seconds=max(0.0, end - row.started_at),
-        cohort=cohort, contributors=row.participants, n_min=n_min,
+        cohort=cohort, contributors=row.contributors, charged=row.participants,
+        n_min=n_min,
         kept=None if kept is None else int(kept), finished=None if found is None else int(found),
         threshold=figure("threshold"), expected_fp=figure("expected_false_positives"),
         provable_fp=provable, steps=tuple(steps),
