@@ -7,6 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 
+def contributors(r: Any) -> int:
+    """A released ``RoundSummary``'s reports in its total, which its estimates are over; its
+    ``participants`` is the charge (n_min for a sharded round with a shard lost after
+    unmasking, docs/scaling.md). A coordinator before the field sends 0: its charge then."""
+    return int(r.contributors) or int(r.participants)
+
+
 class Narrator:
     """Prints each change of a run as it happens: check-in, each secure-aggregation stage,
     the release of each round (contributors, kept, found) or its abort with the reason."""
@@ -30,8 +37,10 @@ class Narrator:
                 continue
             self.shown.add((r.round, r.attempt))
             if r.state == "released":
-                self.tell(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
-                          f"contributors, {r.kept} kept, {r.finished} found "
+                n = contributors(r)
+                charged = f" (charged at {r.participants})" if n != r.participants else ""
+                self.tell(f"round {r.round} attempt {r.attempt}: released: {n} "
+                          f"contributors{charged}, {r.kept} kept, {r.finished} found "
                           f"({r.seconds:.0f} s)")
             else:
                 self.tell(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")

@@ -37,7 +37,7 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
-from fedhh.cli.narrator import Narrator
+from fedhh.cli.narrator import Narrator, contributors
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import (
     columns,
@@ -598,7 +598,7 @@ def _eps(value: float) -> str:
 def _beyond_every_device(released: list[Any]) -> str:
     """What a threshold above the round's device count means: no item held by at most every
     device clears it, so what cleared it is noise (in every round, or in that one)."""
-    noise_only = all(r.threshold > r.participants for r in released)
+    noise_only = all(r.threshold > contributors(r) for r in released)
     return ("That is more than there are devices: no item's true count reaches it, so "
             + ("whatever this run found" if noise_only else "whatever that round found")
             + " cleared it by noise alone"
@@ -621,7 +621,7 @@ def explain(run: Any, results: Any) -> None:
         print(f"\nThe tree finished after {len(released)} of {planned} rounds: {why} "
               "(unused rounds are not charged).")
     if last is not None:
-        n = last.participants
+        n = contributors(last)
         share = last.threshold / n if n else 0.0
         weights = config.round_weights()
         eps = run.eps_local + (allocation_offsets(weights)[last.round - 1] if weights else 0.0)
@@ -671,7 +671,8 @@ def _print_results(run: Any, results: Any) -> None:
         + ("  cut" if cuts else "") + "  threshold"
     print(headings)
     for r in run.rounds:
-        print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {r.participants:7d}  "
+        devices = contributors(r) if r.state == "released" else r.participants
+        print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {devices:7d}  "
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
               f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
               f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")

@@ -259,7 +259,7 @@ class CancelRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RoundSummary(_message.Message):
-    __slots__ = ("round", "attempt", "state", "reason", "participants", "prefixes", "segment_bits", "domain_size", "kept", "finished", "threshold", "expected_false_positives", "seconds", "cut", "trimmed")
+    __slots__ = ("round", "attempt", "state", "reason", "participants", "prefixes", "segment_bits", "domain_size", "kept", "finished", "threshold", "expected_false_positives", "seconds", "cut", "trimmed", "contributors")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +275,7 @@ class RoundSummary(_message.Message):
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     CUT_FIELD_NUMBER: _ClassVar[int]
     TRIMMED_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     round: int
     attempt: int
     state: str
@@ -290,7 +291,8 @@ class RoundSummary(_message.Message):
     seconds: float
     cut: int
     trimmed: int
-    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ..., cut: _Optional[int] = ..., trimmed: _Optional[int] = ...) -> None: ...
+    contributors: int
+    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ..., cut: _Optional[int] = ..., trimmed: _Optional[int] = ..., contributors: _Optional[int] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("round", "attempt", "phase", "devices", "stage", "seconds")

@@ -371,4 +371,5 @@ def _round_summary(r: RoundRow) -> pb.RoundSummary:
         expected_false_positives=float(s.get("expected_false_positives", 0.0)),
         seconds=(r.finished_at - r.started_at) if r.finished_at is not None else 0.0,
         cut=int(s.get("cut", 0)), trimmed=int(s.get("trimmed", 0)),
+        contributors=r.contributors if r.state == "released" else 0,
     )
