@@ -145,8 +145,11 @@ async def _never() -> AsyncIterator[bytes]:
 
 
 async def _header_only_grpc(topo: LocalTopology) -> Counter[str]:
-    """``HEADER_ONLY_CALLS`` Enroll calls over two connections that send their headers and
-    never their requests; how each ended."""
+    """``HEADER_ONLY_CALLS`` Enroll calls over connections that send their headers and never
+    their requests; how each ended. Each connection stays within the coordinator's streams a
+    connection (DEVICE_SERVICE_STREAMS_PER_CONNECTION), as a device process's pool keeps
+    them: calls past it on one connection, sent before its SETTINGS arrived, are refused by
+    HTTP/2 itself (REFUSED_STREAM), not by the cap on calls waiting for their requests."""
     async def one(channel: grpc.aio.Channel) -> str:
         call = channel.stream_unary(ENROLL, request_serializer=lambda data: data,
                                     response_deserializer=lambda data: data)(_never())
@@ -156,9 +159,12 @@ async def _header_only_grpc(topo: LocalTopology) -> Counter[str]:
         except grpc.aio.AioRpcError as error:
             return f"{error.code().name}: {error.details()}"
 
-    channels = [_channel(topo) for _ in range(2)]
+    from fedhh.cli.options import DEVICE_SERVICE_STREAMS_PER_CONNECTION
+
+    count = 2 * -(-HEADER_ONLY_CALLS // DEVICE_SERVICE_STREAMS_PER_CONNECTION)
+    channels = [_channel(topo) for _ in range(count)]
     try:
-        return Counter(await asyncio.gather(*(one(channels[i % 2])
+        return Counter(await asyncio.gather(*(one(channels[i % count])
                                               for i in range(HEADER_ONLY_CALLS))))
     finally:
         for channel in channels:
