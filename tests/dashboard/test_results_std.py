@@ -29,7 +29,8 @@ def test_a_merged_cut_row_has_its_sums_std() -> None:
     tree: Any = SimpleNamespace(mechanism_for=lambda _round: mechanism,
                                 cut_prefixes=lambda _state: [merged, single])
     parts: Any = SimpleNamespace(tree=tree, state=None, **UNKNOWN_BUDGET)
-    rounds: Any = [SimpleNamespace(round=4, state="released", participants=5000)]
+    rounds: Any = [SimpleNamespace(round=4, state="released", participants=5000,
+                                   contributors=5000)]
     hits = cut_prefixes(parts, rounds)
     assert hits[0].std == pytest.approx(estimate_std(mechanism, 300.0, 5000, 3), rel=1e-12)
     assert hits[1].std == pytest.approx(estimate_std(mechanism, 300.0, 5000), rel=1e-12)
