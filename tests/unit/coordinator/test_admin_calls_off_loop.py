@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from admin_service_kit import METADATA, admin_stub
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from single_aggregator_kit import SingleAggregator
 
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
@@ -116,15 +117,6 @@ def test_each_admin_call_reads_the_stored_run_off_the_event_loop(
     assert answers["CancelRun"][0].state == "cancelled"
 
 
-class _SingleAggregator:
-    """An aggregation service that answers (a single aggregator); no round reaches it."""
-
-    address = "aggregator:7100"
-
-    async def workers(self) -> None:
-        return None
-
-
 def test_the_runner_loads_the_run_it_drives_off_the_event_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(tmp_path / "coordinator.sqlite")
@@ -135,7 +127,7 @@ def test_the_runner_loads_the_run_it_drives_off_the_event_loop(
                        corrupt_fraction=0.0, deny_list=("spam", "eggs"))
     asyncio.run(create_run(store, config, "driven"))
     on_loop = _watch(monkeypatch, ((Store, "run"), (RunParts, "load")))
-    driver = runner.Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+    driver = runner.Runner(store, SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                            DeviceAddresses("aggregator:7100", "https://aggregator:7180"),
                            Lobby(), LifetimeBudget(eps=1e9, delta=0.5))
     with pytest.raises(StateError, match="released nothing in 1 attempt"):
@@ -157,7 +149,7 @@ def test_a_run_cancelled_while_the_runner_loads_it_is_not_driven(
         return load(row)
 
     monkeypatch.setattr(RunParts, "load", cancelled_meanwhile)
-    driver = runner.Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+    driver = runner.Runner(store, SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                            DeviceAddresses("aggregator:7100", "https://aggregator:7180"),
                            Lobby(), LifetimeBudget(eps=1e9, delta=0.5))
     asyncio.run(asyncio.wait_for(driver.drive("p"), 60))

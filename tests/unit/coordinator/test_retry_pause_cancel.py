@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from single_aggregator_kit import SingleAggregator
 
 from fedhh.config import RunConfig
 from fedhh.rounds import RunCancelled
@@ -26,18 +27,9 @@ CONFIG = RunConfig(eps_agg=1e6, delta=1e-6, eps_local=4.0, rounds=1, max_bits=10
                    checkin_ms=10, max_attempts=3, expected_dropout=0.0, corrupt_fraction=0.0)
 
 
-class _SingleAggregator:
-    """An aggregation service that answers (a single aggregator); no round reaches it."""
-
-    address = "aggregator:7100"
-
-    async def workers(self) -> None:
-        return None
-
-
 def test_a_cancel_during_the_pause_after_an_abort_ends_the_run_at_once(tmp_path: Path) -> None:
     store = Store(tmp_path / "c.sqlite")
-    runner = Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+    runner = Runner(store, SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                     DeviceAddresses("aggregator:7100", "https://aggregator:7180"), Lobby(),
                     LifetimeBudget(eps=1e9, delta=0.5))
     runner.retry_delay_s = 3600.0  # (the run could end by the pause running out in no test)

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from single_aggregator_kit import SingleAggregator
 
 from fedhh.config import RunConfig
 from fedhh_coordinator.aggregation import DeviceAddresses
@@ -29,15 +30,6 @@ CONFIG = RunConfig(eps_agg=1e6, delta=1e-6, eps_local=4.0, rounds=1, max_bits=10
 OUTAGES = 5  # more than max_attempts
 
 
-class _SingleAggregator:
-    """An aggregation service that answers (a single aggregator); no round reaches it."""
-
-    address = "aggregator:7100"
-
-    async def workers(self) -> None:
-        return None
-
-
 class FlappingStore(Store):
     """A store lost as each of its first ``OUTAGES`` check-ins ends: the attempt's abort is
     not written (what the abort of an interrupted attempt writes, once it answers, is)."""
@@ -54,7 +46,7 @@ class FlappingStore(Store):
 def test_a_flapping_store_spends_no_attempt_that_never_reached_the_aggregator(
         tmp_path: Path) -> None:
     store = FlappingStore(tmp_path / "c.sqlite")
-    runner = Runner(store, _SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+    runner = Runner(store, SingleAggregator(), Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                     DeviceAddresses("aggregator:7100", "https://aggregator:7180"), Lobby(),
                     LifetimeBudget(eps=1e9, delta=0.5))
     runner.retry_delay_s = 0.001  # (the pause after an abort, and the outage's first poll)
