@@ -100,11 +100,11 @@ def register(subparsers: Any) -> None:
         help=f"per-round local epsilon (amplify; at most {EPS_LOCAL_MAX:g})",
     )  # fmt: skip
     parser.add_argument(
-        "--delta", required=True, type=_number(lambda x: 0 < x < 1, "in (0, 1)"),
+        "--delta", type=_number(lambda x: 0 < x < 1, "in (0, 1)"),
         help="aggregate delta",
     )  # fmt: skip
     parser.add_argument(
-        "--rounds", required=True, type=_integer(1, MAX_ACCOUNTED_ROUNDS, ROUNDS_LIMIT),
+        "--rounds", type=_integer(1, MAX_ACCOUNTED_ROUNDS, ROUNDS_LIMIT),
         help=f"number of rounds T (at most {MAX_ACCOUNTED_ROUNDS:,}: {ROUNDS_LIMIT})",
     )  # fmt: skip
     parser.add_argument("--devices", type=_integer(2), help="number of devices n")
@@ -136,10 +136,13 @@ def register(subparsers: Any) -> None:
 
 def _require(args: argparse.Namespace, *names: str) -> None:
     """Every option of ``names`` that ``args`` lacks, named at once (before, one a try:
-    `fedhh privacy --delta 1e-6 --rounds 4` said --eps-agg, and then --devices)."""
+    `fedhh privacy --delta 1e-6 --rounds 4` said --eps-agg, and then --devices). --delta and
+    --rounds are required here, not by argparse, which stopped first on those two alone."""
     missing = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is None]
     if missing:
-        raise ConfigError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+        listed = missing[0] if len(missing) == 1 else (
+            f"{', '.join(missing[:-1])} and {missing[-1]}")
+        raise ConfigError(f"{listed} {'is' if len(missing) == 1 else 'are'} "
                           f"required for {args.mechanism}")
 
 
@@ -204,7 +207,7 @@ def _breakdown_lines(b: Any) -> list[str]:
 def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.solver import solve_local_epsilon
 
-    _require(args, "eps_agg", "devices")
+    _require(args, "eps_agg", "delta", "rounds", "devices")
     sol = solve_local_epsilon(
         args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
         args.method or DEFAULT_METHOD,
@@ -230,7 +233,7 @@ def _rounds(count: int) -> str:
 def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.accountant import aggregate_epsilon
 
-    _require(args, "eps_local", "devices")
+    _require(args, "eps_local", "delta", "rounds", "devices")
     chosen = [args.method] if args.method else list(METHODS)
     results, lines = [], [
         f"eps_local = {args.eps_local} per round, {_rounds(args.rounds)}, {args.devices} devices"
@@ -257,7 +260,8 @@ def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
 def _baseline(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.baselines import triehh_rate, triehhpp_rate
 
-    _require(args, "eps_agg", "theta", *(["devices"] if args.mechanism == "triehh" else []))
+    _require(args, "eps_agg", "delta", "rounds", "theta",
+             *(["devices"] if args.mechanism == "triehh" else []))
     if args.mechanism == "triehh":
         rate = triehh_rate(args.theta, args.devices, args.rounds, args.eps_agg, args.delta)
         if rate.batch_size is not None and rate.batch_size < rate.theta:
@@ -292,7 +296,7 @@ BASELINE_SOURCES = {
 def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     from fedhh.privacy.central import gaussian_calibration, laplace_calibration
 
-    _require(args, "eps_agg")
+    _require(args, "eps_agg", "delta", "rounds")
     if args.mechanism == "central-gaussian":
         cal = gaussian_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity)
         alias = "sigma"

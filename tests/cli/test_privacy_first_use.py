@@ -157,3 +157,15 @@ def test_every_missing_option_is_named_at_once(form: list[str], said: str,
     # (before, one a try: --eps-agg, and once it was given, --devices)
     line = one_line_error(["privacy", *form, "--delta", "1e-6", "--rounds", "4"], capsys)
     assert line == f"fedhh privacy: error: {said}"
+
+
+@pytest.mark.parametrize(("form", "said"), [
+    ([], "--eps-agg, --delta, --rounds and --devices are required for optprefixtree"),
+    (["central-laplace", "--delta", "1e-6"],
+     "--eps-agg and --rounds are required for central-laplace"),
+    (["amplify", "--eps-local", "4", "--rounds", "2", "--devices", "10"],
+     "--delta is required for amplify")])
+def test_delta_and_rounds_are_named_with_the_form_s_other_options(
+        form: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # (before, argparse stopped on --delta and --rounds first, then the form on the rest)
+    assert one_line_error(["privacy", *form], capsys) == f"fedhh privacy: error: {said}"
