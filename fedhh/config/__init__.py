@@ -711,6 +711,9 @@ class RunConfig:
             if getattr(self, name) is not None:
                 _at_least(name, getattr(self, name), 1)
         _positive("max_eps_local", self.max_eps_local)
+        # (the solved eps_local is capped at it, so a cap below the floor stored runs at an
+        # eps_local that is refused when given itself)
+        _tells_bits_apart(self.max_eps_local, self.randomizer, "max_eps_local")
         if self.eps_local is not None and self.eps_local > self.max_eps_local:
             raise ConfigError(f"eps_local {self.eps_local} is above max_eps_local "
                               f"{self.max_eps_local}: devices would refuse the tasks")
@@ -875,7 +878,7 @@ def _a_kind(value: object) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
-def _tells_bits_apart(eps_local: float, randomizer: str) -> None:
+def _tells_bits_apart(eps_local: float, randomizer: str, name: str = "eps_local") -> None:
     """Refuse an explicit eps_local whose implemented randomizer sends a 0 and a 1 to 1 with
     the same probability (``fedhh.device.randomizer.a0_threshold``: P[0 -> 1] = m / 2^32, and
     P[1 -> 1] = 1 - m / 2^32): at m = 2^31, below eps_local ~9.31e-10, a report carries
@@ -887,7 +890,8 @@ def _tells_bits_apart(eps_local: float, randomizer: str) -> None:
     segment lengths admit no set S with alpha_1 above the rate a of other elements (30 bits
     below 9.3132257418e-10 by bisection; 28 and 29 bits at 5e-10 too), so a round at such a
     segment ended the run in an AssertionError. Its own floor over 1 to 30 bits lies 4.3e-19
-    below this one; one floor for both keeps the refusal independent of the segment plan."""
+    below this one; one floor for both keeps the refusal independent of the segment plan.
+    ``name``: the field refused (``max_eps_local``, the cap on a solved eps_local, too)."""
     from fedhh.device.randomizer import SCALE, a0_threshold
 
     if 2 * a0_threshold(eps_local) < SCALE:
@@ -899,9 +903,12 @@ def _tells_bits_apart(eps_local: float, randomizer: str) -> None:
     else:
         why = ("its randomized response keeps a 1 as often as it turns a 0 into one, so "
                "reports carry nothing")
-    raise ConfigError(f"eps_local {eps_local:g} is below what a device's coins resolve "
-                      f"(2^-32): {why}; give at least 9.32e-10, or leave eps_local out to "
-                      "have it solved from eps_agg")
+    if name == "eps_local":
+        instead = "or leave eps_local out to have it solved from eps_agg"
+    else:
+        instead = "or leave it out (10, the devices' default floor)"
+    raise ConfigError(f"{name} {eps_local:g} is below what a device's coins resolve "
+                      f"(2^-32): {why}; give at least 9.32e-10, {instead}")
 
 
 def _positive(name: str, value: float) -> None:

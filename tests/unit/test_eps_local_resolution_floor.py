@@ -61,3 +61,21 @@ def test_pi_rappors_refusal_gives_pi_rappors_reason() -> None:
     assert "keeps a 1 as often" not in said
     with pytest.raises(ConfigError, match="keeps a 1 as often as it turns a 0 into one"):
         RunConfig(eps_local=1e-10, randomizer="ohe-rr", **NETWORK).validate(Mode.NETWORK)
+
+
+@pytest.mark.parametrize("cap", [5e-324, 1e-300, LARGEST_REFUSED])
+def test_a_max_eps_local_below_the_coins_resolution_is_refused_by_name(cap: float) -> None:
+    """A cap on the solved eps_local below the floor made every solved eps_local the cap: a
+    run with max_eps_local 1e-300 was stored (StartRun OK, eps_local 1e-300), its reports
+    carrying nothing, where the same eps_local given itself is refused."""
+    with pytest.raises(ConfigError, match=(
+            f"^max_eps_local {cap:g} is below what a device's coins resolve \\(2\\^-32\\): ")):
+        RunConfig(max_eps_local=cap, **NETWORK).validate(Mode.NETWORK)
+    wired = from_proto(to_proto(RunConfig(max_eps_local=cap, **NETWORK)))
+    with pytest.raises(ConfigError, match=f"^max_eps_local {cap:g} is below"):
+        wired.validate(Mode.NETWORK)
+
+
+def test_the_smallest_max_eps_local_the_coins_resolve_is_kept() -> None:
+    config = RunConfig(max_eps_local=SMALLEST_KEPT, **NETWORK)
+    assert config.validate(Mode.NETWORK).max_eps_local == SMALLEST_KEPT
