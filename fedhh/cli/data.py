@@ -245,10 +245,16 @@ def _inspect(args: argparse.Namespace) -> int:
                        INSPECT_COLUMNS_MAX)
     shown = printable_rows(rows)
     width = min(INSPECT_COLUMNS_MAX, max([24, *map(columns, shown)]))
-    print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")
+    # (both figures are shares, which the headers say: before, "weighted" and "users holding"
+    # over 0.44444 and 0.6667 read as counts, or as nothing)
+    print("  weighted share: the item's share of a user's words, averaged over the users with "
+          "items\n  share of users: the share of all users holding it (docs/datasets.md, "
+          "\"Ground truth\")")
+    print(f"  {'rank':>4}  {ljust('item', width)} {'weighted share':>14}  "
+          f"{'share of users':>14}")
     for rank, (row, item) in enumerate(zip(report["top_weighted"], shown, strict=True),
                                        start=1):
-        print(f"  {rank:>4}  {ljust(item, width)} {row['weighted']:>10.5f} "
+        print(f"  {rank:>4}  {ljust(item, width)} {row['weighted']:>14.5f}  "
               f"{row['unweighted']:>14.4f}")
     # (the note `fedhh simulate` and `fedhh up` print under their lists: before, this one was
     # worded apart, "an item ending in … is cut to 160 columns")
