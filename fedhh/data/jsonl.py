@@ -77,6 +77,9 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                            "JSON array of items or an object of item counts"
                            + (_ONE_VALUE if number == 1 and line.lstrip()[:1] in ("[", "{")
                               else "")) from None
+    except RecursionError:  # (json recurses once per nested array: before, a traceback)
+        raise DatasetError(f"{where}: JSON nested too deeply; each line is one user: a JSON "
+                           "array of items or an object of item counts") from None
     users: Counter[str] = Counter()
     if isinstance(value, _Pairs):
         for nth, (item, count) in enumerate(value, start=1):
