@@ -72,8 +72,9 @@ class Shard:
     contributors: int = 0
     survivors: tuple[int, ...] = ()
     signatures: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
-    # Its worker accepted its OpenRound in this process (not known of a shard taken over
-    # after a restart: the combiner may have stopped before the open reached the worker).
+    # Its worker accepted its OpenRound: in this process, or, for a shard taken over after a
+    # restart, as the journal's ``shards_opened`` record says (without it the combiner may
+    # have stopped before the open reached the worker).
     opened: bool = False
 
     @property

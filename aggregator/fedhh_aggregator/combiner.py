@@ -3,9 +3,10 @@ rounds, tombstones, and the journal that lets a restarted combiner take its roun
 
 Opening checks every shard's config (the coordinator's signature, device authentication and
 the consistency check, one dimension, distinct round ids, a known worker) before anything is
-sent, journals the round with its shards, then opens every shard on its worker; if one cannot
-open, the others are cancelled and the round is recorded as aborted before unmasking (nothing
-was revealed: the coordinator may retry under a new round id).
+sent, journals the round with its shards, then opens every shard on its worker and journals
+that they opened (``shards_opened``) before it answers; if one cannot open, or that record
+cannot be written, the others are cancelled and the round is recorded as aborted before
+unmasking (nothing was revealed: the coordinator may retry under a new round id).
 
 With a journal (``--state-dir``), a round that was running when the combiner stopped is taken
 over again at start: its shards ran on at their workers, so the new collector fetches their
@@ -104,6 +105,12 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                                       prune=False)
                 continue
             round_ = self._new_round(record.round_id, shards)
+            # Its workers accepted every shard before the coordinator heard of the round:
+            # one that has no record of its shard now lost it (``Shard.opened``). Before, a
+            # taken-over shard never counted as accepted, and one whose worker had also lost
+            # its journal dropped out free.
+            for shard in shards:
+                shard.opened = record.shards_opened
             if record.unmask_started:
                 round_.observe_unmask()  # (already journaled; shards will say it again)
             self._rounds[record.round_id] = round_
@@ -192,6 +199,14 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             return None
 
         failures = [f for f in await asyncio.gather(*(open_one(s) for s in round_.shards)) if f]
+        if not failures and self.journal is not None:
+            # On disk before the coordinator is told the round opened (and so before any
+            # device has its task): a restarted combiner reads a worker's lost record of a
+            # shard as such, not as a shard that never reached it (``restore``).
+            try:
+                await self.journal.shards_opened(round_.round_id)
+            except OSError as error:
+                failures.append(f"the combiner cannot record that its shards opened: {error}")
         if not failures:
             return None
 

@@ -7,6 +7,9 @@ written and fsync'd before the event it records takes effect:
 
 - ``open``: a round was opened (round id, session id; the combiner adds the round's shards as
   ``detail``, what it needs to take the round over again after a restart);
+- ``shards_opened`` (the combiner's): every shard's worker accepted its OpenRound, written
+  before the coordinator is told the round opened, so after a restart a worker's durable
+  "unknown" for such a shard is a lost record, not a shard that never reached it;
 - ``unmask``: unmask requests are about to be sent: written, and fsync'd, *before* the first
   unmask request is visible to any device, so after a crash it is on disk whenever a device
   may have revealed a share;
@@ -65,7 +68,7 @@ class RenameNotDurable(OSError):
 FILE_NAME = "outcomes.jsonl"
 LOCK_NAME = "outcomes.lock"  # held by the one service of the directory (Journal.load)
 _VERSION = 1
-_OPS = ("open", "unmask", "finish", "delivered")
+_OPS = ("open", "shards_opened", "unmask", "finish", "delivered")
 OUTCOME_STATES = ("released", "aborted")
 SESSION_ID_BYTES = 32  # SHA-256: fedhh.secagg.session_id_of, combined.plan_id
 MAX_CONTRIBUTORS = 2**32 - 1  # GetOutcome's num_contributors is a uint32
@@ -86,6 +89,7 @@ class RoundRecord:
     delivered: bool = False
     finished_at: float = 0.0
     detail: dict[str, Any] | None = None  # the opener's own JSON data (the combiner's shards)
+    shards_opened: bool = False  # (the combiner's) every shard's worker accepted its open
 
 
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
@@ -116,7 +120,9 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
     record = records.get(round_id)
     if record is None:  # its open record was compacted away with it: nothing to update
         return
-    if op == "unmask":
+    if op == "shards_opened":
+        records[round_id] = replace(record, shards_opened=True)
+    elif op == "unmask":
         records[round_id] = replace(record, unmask_started=True)
     elif op == "finish":
         state, reason = entry["state"], entry.get("reason", "")
@@ -143,6 +149,8 @@ def _record_lines(record: RoundRecord) -> Iterable[bytes]:
     extra = {} if record.detail is None else {"detail": record.detail}
     yield _line("open", record.round_id, session=record.session_id.hex(), at=record.opened_at,
                 **extra)
+    if record.shards_opened:
+        yield _line("shards_opened", record.round_id, at=record.opened_at)
     if record.unmask_started:
         yield _line("unmask", record.round_id, at=record.opened_at)
     if record.state:
@@ -390,6 +398,12 @@ class Journal:
         extra = {} if detail is None else {"detail": detail}
         await asyncio.wrap_future(self._submit(
             _line("open", round_id, session=session_id.hex(), at=time.time(), **extra)))
+
+    async def shards_opened(self, round_id: bytes) -> None:
+        """Record (durably, before returning) that every shard of a combiner's round was
+        accepted by its worker; raises OSError."""
+        await asyncio.wrap_future(self._submit(_line("shards_opened", round_id,
+                                                     at=time.time())))
 
     async def unmask_started(self, round_id: bytes) -> None:
         """Record (durably, before returning) that unmask requests are about to go out;

@@ -1,24 +1,27 @@
 """The combiner's sharded round (fedhh_aggregator.combined) with stand-in workers: a released
 shard sum its signed config rules out is refused and the shard settled at once; a journaling
-worker that no longer knows a shard it accepted leaves it charged as reached unmasking."""
+worker that no longer knows a shard it accepted leaves it charged as reached unmasking, also
+when the combiner took the round over after a restart (its journal's ``shards_opened``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
+from aggregator_testkit import COORDINATOR_PUBLIC, combiner_journal, make_cohort
 
-from fedhh.errors import NotFoundError
+from fedhh.errors import NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.config import StageDeadlines
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
 from fedhh_aggregator.combiner import CombinerRegistry, Placement
+from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.rounds import RoundState
 
 DIMENSION = 8
@@ -143,3 +146,110 @@ def test_a_shard_taken_over_that_its_journaling_worker_never_heard_of_is_free() 
     # combiner journals a round before it opens the shards): a journal's "unknown" is its word.
     combined, _ = collected(honest(), ForgetfulWorker(), opened=False)
     assert not combined.shards[1].reached_unmask
+
+
+class PendingWorker(AcceptingForgetfulWorker):
+    """A worker running its shard: GetResult waits (for the round's end, beyond the test)."""
+
+    cancelled = False
+
+    async def result(self, round_id: bytes, wait_s: float) -> Any:
+        await asyncio.Event().wait()
+
+    async def outcome(self, round_id: bytes) -> RoundOutcome:
+        return RoundOutcome("running", durable=True)
+
+    async def cancel(self, round_id: bytes) -> None:
+        self.cancelled = True
+
+
+class OneWorker(list[Any]):
+    """A combiner's pool of one worker stand-in, at one control address across restarts."""
+
+    def __init__(self, control: Any) -> None:
+        super().__init__([SimpleNamespace(control=control, index=0,
+                                          spec=SimpleNamespace(control_address="w0:1"))])
+        self.workers = list(self)
+
+
+COHORT = make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
+                     windows_ms=(600_000,) * 5, round_id=b"r/1/1/s0")
+
+
+async def settled_after_restart(state: Path) -> CombinedRound:
+    """The round the combiner on ``state`` takes over, settled by a worker that came back on
+    a journal that never heard of its shard."""
+    combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(ForgetfulWorker()),  # type: ignore[arg-type]
+                                journal=Journal(state))
+    try:
+        combiner.restore()
+        (round_,) = combiner._rounds.values()
+        await asyncio.wait_for(round_.finished.wait(), 20)
+        return round_
+    finally:
+        combiner.close()
+
+
+def test_a_shard_opened_before_a_combiner_restart_then_lost_by_its_worker_is_charged(
+        tmp_path: Path) -> None:
+    # The combiner opened the round (the shard accepted), stopped, started again (the start
+    # rewrites the journal), stopped and started again, and the worker meanwhile came back on
+    # a new journal. Before, the taken-over shard never counted as accepted: the worker's
+    # durable "unknown" read as "never opened" and the shard dropped out free.
+    async def opened_then_restarted() -> None:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(PendingWorker()),  # type: ignore[arg-type]
+                                    journal=Journal(tmp_path))
+        combiner.restore()
+        try:
+            await combiner.open(b"r/1/1", [Placement(COHORT.signed, 0)])
+        finally:
+            combiner.close()
+        restarted = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(PendingWorker()),  # type: ignore[arg-type]
+                                     journal=Journal(tmp_path))
+        restarted.restore()
+        restarted.close()
+
+    asyncio.run(opened_then_restarted())
+    round_ = asyncio.run(settled_after_restart(tmp_path))
+    (shard_,) = round_.shards
+    assert round_.state == RoundState.ABORTED and shard_.reached_unmask
+    assert "has no record of the shard it accepted" in shard_.reason
+
+
+def test_a_round_journaled_before_its_shards_opened_keeps_the_workers_word(
+        tmp_path: Path) -> None:
+    # The combiner stopped between the round's record and its shards' opens (so the
+    # coordinator never heard that it opened, and no device has a task): the worker's
+    # "unknown" may be a shard that never reached it, and the shard drops out free.
+    combiner_journal(tmp_path / "state", b"r/1/1", {
+        "config": COHORT.signed.payload.hex(), "signature": COHORT.signed.signature.hex(),
+        "worker": 0, "address": "w0:1"}, finished=False)
+    round_ = asyncio.run(settled_after_restart(tmp_path / "state"))
+    assert round_.state == RoundState.ABORTED and not round_.reached_unmask
+
+
+def test_a_round_whose_shards_opened_unrecorded_is_refused_and_cancelled(
+        tmp_path: Path) -> None:
+    worker = PendingWorker()
+
+    async def open_on_a_full_disk() -> CombinerRegistry:
+        journal = Journal(tmp_path)
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(worker),  # type: ignore[arg-type]
+                                    journal=journal)
+
+        async def full(round_id: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        combiner.restore()
+        journal.shards_opened = full  # type: ignore[method-assign]
+        try:
+            with pytest.raises(StateError, match="cannot record that its shards opened: "
+                                                 r"\[Errno 28\] No space left on device"):
+                await combiner.open(b"r/1/1", [Placement(COHORT.signed, 0)])
+        finally:
+            combiner.close()
+        return combiner
+
+    combiner = asyncio.run(open_on_a_full_disk())
+    assert worker.cancelled and not combiner._rounds
+    assert combiner.outcome(b"r/1/1") is not None  # (its tombstone: not reopened as new)
