@@ -18,18 +18,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from offline_dashboard_kit import offline_dashboard
 
 from fedhh.config import RunConfig
-from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.dashboard import Dashboard
 from fedhh_coordinator.dashboard import views as views_module
-from fedhh_coordinator.dashboard.auth import Sessions
-from fedhh_coordinator.dashboard.reader import Reader
-from fedhh_coordinator.dashboard.views import Views
-from fedhh_coordinator.lobby import Lobby
-from fedhh_coordinator.progress import Progress
-from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
@@ -54,12 +46,8 @@ def test_the_run_page_download_and_live_render_read_the_run_in_a_thread(
         monkeypatch.setattr(owner, name, staticmethod(watched) if name == "load" else watched)
     # (the planner's solve is a thread's already; its answer does not matter here)
     monkeypatch.setattr(views_module, "_budget_words", lambda *_: ("", ""))
-    lobby = Lobby()
-    runner = Runner(store, None, Ed25519PrivateKey.generate(), "127.0.0.1:1",  # type: ignore[arg-type]
-                    lobby, LifetimeBudget(100.0, 1e-4))
-    runner.progress["d"] = Progress(1, 1, "check-in")
-    views = Views(store, runner, lobby, LifetimeBudget(100.0, 1e-4), Reader(db))
-    dashboard = Dashboard(views, Sessions(b"t" * 32), None)
+    dashboard = offline_dashboard(store, db, "d")
+    views = dashboard.views
     rendered: list[str] = []
 
     async def serve(request: Any, regions: Callable[[], Awaitable[dict[str, Any]]],

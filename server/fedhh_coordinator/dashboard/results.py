@@ -10,6 +10,7 @@ dashboard only reads it.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
@@ -111,22 +112,28 @@ class RunSpend:
 
 
 class SpendCache:
-    """``RunSpend`` of a ledger, computed once per ledger content (composition is not free)."""
+    """``RunSpend`` of a ledger, computed once per ledger content (composition is not free).
+    Asked from the event loop and from the dashboard's threads (``Views.runs``)."""
 
     def __init__(self, size: int = 128) -> None:
         self.size = size
         self._cache: OrderedDict[str, RunSpend] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __call__(self, row: RunRow) -> RunSpend:
         """StoreDamaged if the run's stored ledger does not read back."""
         key = json.dumps(row.ledger, sort_keys=True)
-        spend = self._cache.get(key)
-        if spend is None:
-            spend = privacy_spend(stored_ledger(row))
+        with self._lock:
+            spend = self._cache.get(key)
+            if spend is not None:
+                self._cache.move_to_end(key)
+                return spend
+        spend = privacy_spend(stored_ledger(row))
+        with self._lock:
             self._cache[key] = spend
+            self._cache.move_to_end(key)
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)
-        self._cache.move_to_end(key)
         return spend
 
 

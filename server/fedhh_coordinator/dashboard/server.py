@@ -342,7 +342,7 @@ class Dashboard:
         return run_id
 
     async def runs(self, request: web.Request) -> web.Response:
-        return html_response(pages.runs_page(self.views.runs(), self.demo_url))
+        return html_response(pages.runs_page(await self.views.runs(), self.demo_url))
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
@@ -357,10 +357,10 @@ class Dashboard:
         return html_response(pages.run_page(detail))
 
     async def budgets(self, request: web.Request) -> web.Response:
-        return html_response(pages.budgets_page(self.views.budgets()))
+        return html_response(pages.budgets_page(await self.views.budgets()))
 
     async def fleet(self, request: web.Request) -> web.Response:
-        return html_response(pages.fleet_page(self.views.fleet()))
+        return html_response(pages.fleet_page(await self.views.fleet()))
 
     async def download(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
@@ -401,7 +401,7 @@ class Dashboard:
     # ---- live ------------------------------------------------------------------------------
     async def live_runs(self, request: web.Request) -> web.StreamResponse:
         async def regions() -> dict[str, Html]:
-            return {"runs": pages.runs_table(self.views.runs())}
+            return {"runs": pages.runs_table(await self.views.runs())}
         return await self.live.serve(request, regions, HEADERS)
 
     async def live_run(self, request: web.Request) -> web.StreamResponse:
@@ -422,7 +422,7 @@ class Dashboard:
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
         async def regions() -> dict[str, Html]:
-            view = self.views.fleet()
+            view = await self.views.fleet()
             return {"fleet-counts": pages.fleet_counts(view),
                     "dropout": pages.fleet_dropout(view),
                     "enrollments": pages.fleet_enrollments(view)}

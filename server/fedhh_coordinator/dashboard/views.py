@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from fedhh.config import Mode, RunConfig
@@ -112,10 +112,19 @@ class RunDetail:
 
 
 class RunRead(NamedTuple):
-    """A run as ``Views.run`` reads it from the store (``Views.read``)."""
+    """A run as ``Views.run`` reads it from the store and the reader (``Views.read``)."""
     row: RunRow
     parts: RunParts
     rounds: list[RoundRow]
+    times: RunTimes | None
+
+
+class FleetRead(NamedTuple):
+    """What ``Views.fleet`` reads from the store and the reader (``Views._fleet_read``): the
+    latest runs' rows, each with its n_min and rounds, newest first."""
+    runs: tuple[tuple[RunRow, int, list[RoundRow]], ...]
+    counts: FleetCounts
+    enrollments: tuple[Enrolled, ...]
 
 
 @dataclass(frozen=True)
@@ -209,34 +218,49 @@ class Views:
 
     # ---- runs ------------------------------------------------------------------------------
     def _line(self, row: RunRow, now: float, times: RunTimes | None,
-              rounds: list[RoundRow] | None = None) -> RunLine:
+              rounds: list[RoundRow], doing: str) -> RunLine:
+        """``doing``: ``progress_text`` of the run, read on the event loop (``_doing``)."""
         started = times.created_at if times else now
         stopped = times.updated_at if times and row.state in FINAL else now
         spend = self.spend(row)
-        released = [r for r in (self.store.rounds(row.run_id) if rounds is None else rounds)
-                    if r.state == "released"]
+        released = [r for r in rounds if r.state == "released"]
         last = max(released, key=lambda r: r.round, default=None)
         return RunLine(
             run_id=row.run_id, state=row.state,
             released=len(released),
-            rounds=spend.rounds,
-            now=progress_text(self.runner.progress.get(row.run_id), self.lobby.cohort_size),
+            rounds=spend.rounds, now=doing,
             eps_spent=spend.spent, eps_agg=spend.eps_agg, delta=spend.delta, started=started,
             seconds=max(0.0, stopped - started), error=row.error,
             emptied=last.round if last is not None and not last.summary.get("kept") else 0)
 
-    def runs(self) -> list[RunLine]:
-        """Every run, newest first."""
-        now = time.time()
+    def _doing(self, run_id: str) -> str:
+        """What the run is doing now, in words: the runner's progress, read on the event loop
+        that changes it."""
+        return progress_text(self.runner.progress.get(run_id), self.lobby.cohort_size)
+
+    async def runs(self) -> list[RunLine]:
+        """Every run, newest first, read in a thread (``_run_lines``); what each is doing
+        read here, on the loop."""
+        lines = await asyncio.to_thread(self._run_lines, time.time())
+        return [replace(line, now=self._doing(line.run_id)) if read else line
+                for line, read in lines]
+
+    def _run_lines(self, now: float) -> list[tuple[RunLine, bool]]:
+        """Each run's line, newest first, with whether its row read (a damaged one is listed
+        by its id and state, with the damage). Each row is read whole (its deny list too:
+        ~1 s with 1,000,000 items) with its rounds, and its ledger composed: on the event loop,
+        the runs page and each render of its live page (once a second) answered no device or
+        caller meanwhile."""
         times = self.reader.run_times()
         lines = []
         for run_id, state in reversed(self.store.run_states()):
             try:
-                lines.append(self._line(self.store.run(run_id), now, times.get(run_id)))
-            except StoreDamaged as damage:  # listed by its id and state, with the damage
+                lines.append((self._line(self.store.run(run_id), now, times.get(run_id),
+                                         self.store.rounds(run_id), ""), True))
+            except StoreDamaged as damage:
                 started = times[run_id].created_at if run_id in times else now
-                lines.append(RunLine(run_id, state, 0, 0, "", 0.0, 0.0, 0.0, started, 0.0,
-                                     str(damage)))
+                lines.append((RunLine(run_id, state, 0, 0, "", 0.0, 0.0, 0.0, started, 0.0,
+                                      str(damage)), False))
         return lines
 
     async def ask_planner(self, run_id: str) -> None:
@@ -305,10 +329,10 @@ class Views:
             self._planned.move_to_end(run_id)
         return words
 
-    @staticmethod
-    def _read(store: Store, run_id: str) -> RunRead:
-        row = store.run(run_id)
-        return RunRead(row, RunParts.load(row), store.rounds(run_id))
+    def _read(self, run_id: str) -> RunRead:
+        row = self.store.run(run_id)
+        return RunRead(row, RunParts.load(row), self.store.rounds(run_id),
+                       self.reader.run_times().get(run_id))
 
     async def read(self, run_id: str) -> RunRead:
         """What ``run`` shows of ``run_id`` as the store holds it, read in a thread: its row
@@ -316,7 +340,7 @@ class Views:
         items) held the event loop, no device or caller answered, on each page, download
         and live render (once a second) of the run. NotFoundError or StoreDamaged as
         ``run``."""
-        return await asyncio.to_thread(self._read, self.store, run_id)
+        return await asyncio.to_thread(self._read, run_id)
 
     def run(self, run_id: str, deny: tuple[str, ...] | None = None,
             read: RunRead | None = None) -> RunDetail:
@@ -326,14 +350,14 @@ class Views:
         ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it, else displayed
         here. The runner's progress is read here, on the event loop that changes it."""
         now = time.time()
-        row, parts, rounds = read if read is not None else self._read(self.store, run_id)
+        row, parts, rounds, times = read if read is not None else self._read(run_id)
         ran_out, budget = (self._planned_words(run_id)
                            or _budget_words(parts.config, parts.ledger.eps_local, False))
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
         deny = deny if deny is not None else self.deny.kept(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         return RunDetail(
-            line=self._line(row, now, self.reader.run_times().get(run_id), rounds),
+            line=self._line(row, now, times, rounds, self._doing(run_id)),
             config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
             spend=self.spend(row), hits=hits, cut=cut,
@@ -343,17 +367,22 @@ class Views:
             completion_note=_completion_note(rounds, parts, hits, cut, ran_out, budget))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
-                  rounds: list[RoundRow] | None = None) -> list[AttemptView]:
+                  rounds: list[RoundRow]) -> list[AttemptView]:
         progress = self.runner.progress.get(run_id)
         views = []
-        for r in rounds if rounds is not None else self.store.rounds(run_id):
+        for r in rounds:
             live = progress if progress is not None and (progress.round, progress.attempt) == (
                 r.round, r.attempt) and r.state in ("open", "releasing") else None
             views.append(attempt_view(r, n_min, live, self.lobby.cohort_size, now))
         return views
 
     # ---- budgets ---------------------------------------------------------------------------
-    def budgets(self) -> BudgetView:
+    async def budgets(self) -> BudgetView:
+        """The devices' charges in the budget period, read in a thread: a query over every
+        device's charges, which the event loop would otherwise wait for."""
+        return await asyncio.to_thread(self._budgets)
+
+    def _budgets(self) -> BudgetView:
         b = self.budget
         charges = self.reader.device_charges(time.time() - b.period_s)
         shares = [0] * 5
@@ -367,26 +396,34 @@ class Views:
                           len(charges), exhausted, tuple(shares), tuple(charges[:TOP_DEVICES]))
 
     # ---- fleet -----------------------------------------------------------------------------
-    def fleet(self) -> FleetView:
+    async def fleet(self) -> FleetView:
+        """The fleet and the latest runs' attempts, read in a thread (``FleetRead``); the
+        runner's progress and the lobby's pool read here, on the loop that changes them."""
         now = time.time()
-        rows = []
+        read = await asyncio.to_thread(self._fleet_read)
         attempts: list[AttemptView] = []
-        for run_id, _ in reversed(self.store.run_states()[-RECENT_RUNS:]):
-            try:  # a damaged run is named on the runs page; here it is left out
-                row = self.store.run(run_id)
-                attempts += self._attempts(run_id, stored_config(row).min_devices, now)
-            except StoreDamaged:
-                continue
-            rows.append(row)
+        for row, n_min, rounds in read.runs:
+            attempts += self._attempts(row.run_id, n_min, now, rounds)
         attempts.sort(key=lambda a: a.started_at, reverse=True)
         attempts = attempts[:RECENT_ATTEMPTS]
-        running = next((r for r in rows if r.run_id in self.runner.progress), None)
+        running = next((row for row, _, _ in read.runs if row.run_id in self.runner.progress),
+                       None)
         activity = "idle"
         if running is not None:
-            text = progress_text(self.runner.progress[running.run_id], self.lobby.cohort_size)
+            text = self._doing(running.run_id)
             activity = f"{running.run_id}, {text}" if text else running.run_id
             if running.state == "running" and running.error == CANCEL_ASKED:
                 activity += " (cancelling: the run stops once this round ends)"
-        return FleetView(self.reader.fleet(), self.lobby.cohort_size, activity,
-                         tuple(attempts), tuple(dropout_by_stage(attempts)),
+        return FleetView(read.counts, self.lobby.cohort_size, activity,
+                         tuple(attempts), tuple(dropout_by_stage(attempts)), read.enrollments)
+
+    def _fleet_read(self) -> FleetRead:
+        runs = []
+        for run_id, _ in reversed(self.store.run_states()[-RECENT_RUNS:]):
+            try:  # a damaged run is named on the runs page; here it is left out
+                row = self.store.run(run_id)
+                runs.append((row, stored_config(row).min_devices, self.store.rounds(run_id)))
+            except StoreDamaged:
+                continue
+        return FleetRead(tuple(runs), self.reader.fleet(),
                          tuple(self.reader.recent_enrollments(10)))
