@@ -321,7 +321,7 @@ def _header(meta: dict[str, Any], claims: list[ClaimResult], utility: bool = Fal
     settings = meta.get("settings", {})
     seeds = meta.get("seeds", [])
     timing = meta.get("timings", {})
-    title = ("# Experiments: utility levers beyond the paper's algorithm (issue 15)" if utility
+    title = ("# Experiments: utility levers beyond the paper's algorithm" if utility
              else f"# Experiments: the OptPrefixTree paper's studies on {ds.get('name', '?')}")
     where = ("Each study names the populations it runs on (docs/utility.md); the suite's "
              "dataset" if utility else "Dataset")

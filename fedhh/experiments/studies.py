@@ -285,7 +285,7 @@ def _codebooks() -> Study:
         "population's language (`english`, the default, and `german`; a source independent of "
         "the populations' wordfreq lists). Items longer than r bits are truncated and count "
         "as one item per code.",
-        "Not in the paper (the paper encodes a-z only); issue 13",
+        "Not in the paper (the paper encodes a-z only); docs/codecs.md",
         tuple(variants),
     )
 
@@ -329,7 +329,7 @@ def _accounting() -> Study:
         "device changes, docs/privacy.md), and by amplification by shuffling (method `clones`, "
         "Feldman, McMillan and Talwar 2021), which holds for any eps_local-LDP randomizer and "
         "so is loose for ours.",
-        "Section 'Privacy' (amplification by shuffling, Theorem 'clones'); issue 12",
+        "Section 'Privacy' (amplification by shuffling, Theorem 'clones'); docs/privacy.md",
         tuple(StudyVariant(f"{setting}: {name}",
                       # the default accountant's runs are the base runs of the other studies
                       base if method == DEFAULT_METHOD else replace(base, privacy_method=method),
@@ -348,7 +348,7 @@ DEFAULT_DATASET = "synthetic-reddit"
 HELD_OUT = ("synthetic-german", "heldout-spanish")  # never tuned on
 SWEEP_POPULATIONS = (DEV, DEV_IID)  # the sweeps run on the smaller development populations
 UTILITY_POPULATIONS = (DEV, DEV_IID, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
-NOT_IN_PAPER = "Not in the paper: issue 15, docs/utility.md"
+NOT_IN_PAPER = "Not in the paper: docs/utility.md"
 
 LEVERS: dict[str, dict[str, Any]] = {  # each lever at the value the combination uses
     "spread segments": {"segment_plan": "spread"},
@@ -391,8 +391,8 @@ FIVE_BIT_T12 = replace(PAPER, codec="5bit", rounds=12)
 def _leftover_rounds() -> Study:
     return Study(
         "leftover-rounds", 13, "Rounds the tree finishes without",
-        "Multiple items, 5-bit encoding, T = 12 with adaptive segments (issue 15's example of "
-        f"budget spent on rounds that never happen), on `{DEV}`: the paper's greedy segments "
+        "Multiple items, 5-bit encoding, T = 12 with adaptive segments (budget spent on rounds "
+        f"that never happen, docs/utility.md), on `{DEV}`: the paper's greedy segments "
         "end the tree after 3-4 rounds with the noise of 12; `--leftover-rounds passes` runs "
         "new trees over the rounds left with everything found so far deny-listed; "
         "`--segment-plan spread` spreads the tree over the 12 rounds; and, for reference, one "
@@ -646,7 +646,7 @@ def _item_kinds() -> Study:
         "items: found whole and held by some user, their share of the output (a cut prefix counts "
         "as output, not as found), and how many of the 50 and 100 most frequent items are "
         "found whole.",
-        "Not in the paper: issue 27, docs/codecs.md", tuple(variants), UTILITY_GROUP)
+        "Not in the paper: docs/codecs.md", tuple(variants), UTILITY_GROUP)
 
 
 STUDIES: tuple[Study, ...] = (
