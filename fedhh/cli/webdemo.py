@@ -48,6 +48,10 @@ HEAD_TIMEOUT_S = 10.0
 TLS_HANDSHAKE = 0x16  # the first byte of every TLS connection (a handshake record)
 PROGRESS_LINES = 60
 WAITING = "waiting for another tab"  # demo.ts's state of a device another tab of the page runs
+# The tasks a device's earlier loads of the page reported, kept per device up to this much
+# JSON (the oldest dropped): a real task is a few hundred bytes, and a poster that is not the
+# page cannot grow them past MAX_STATUS_BYTES in all.
+EARLIER_TASK_BYTES = MAX_STATUS_BYTES // MAX_WEB_DEVICES
 BOOKS = ROOT / "fedhh" / "codec" / "books"
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -83,6 +87,10 @@ class DemoPage:
         self._csp = ""
         self._lines: list[str] = []
         self._devices: list[dict[str, Any]] = []
+        # Per user: the tasks earlier loads of the page reported, and the tasks the current
+        # load last posted (`_posted`).
+        self._earlier: dict[Any, list[dict[str, Any]]] = {}
+        self._current: dict[Any, list[dict[str, Any]]] = {}
         handler = type("Handler", (_Handler,), {"page": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         if context is not None:
@@ -132,7 +140,8 @@ class DemoPage:
 
     # ---- what the page says ----------------------------------------------------------------
     def devices(self) -> list[dict[str, Any]]:
-        """The browser devices' states as the page last posted them."""
+        """The browser devices' states as the page last posted them, each with the tasks its
+        earlier loads of the page reported (`_with_earlier`)."""
         with self._changed:
             return list(self._devices)
 
@@ -170,9 +179,26 @@ class DemoPage:
             # that runs them posted stands.
             before = {d.get("user"): d for d in self._devices}
             self._devices = [before[d.get("user")]
-                             if d.get("state") == WAITING and d.get("user") in before else d
-                             for d in devices]
+                             if d.get("state") == WAITING and d.get("user") in before
+                             else self._with_earlier(d) for d in devices]
             self._changed.notify_all()
+
+    def _with_earlier(self, device: dict[str, Any]) -> dict[str, Any]:
+        """``device`` with the tasks its earlier loads of the page reported before its own. A
+        load's list only grows, so a list that does not extend the one last posted is a new
+        load (a reload, or a second tab taking over): the page starts its list afresh, and
+        before, `fedhh up`'s summary forgot every round before the last reload (a device that
+        contributed to round 1 read 'demo round 2.1: device_aborted' alone)."""
+        user = device.get("user")
+        tasks = list(device.get("tasks") or [])
+        last = self._current.get(user, [])
+        if tasks[:len(last)] != last:
+            earlier = self._earlier.get(user, []) + last
+            while earlier and len(json.dumps(earlier)) > EARLIER_TASK_BYTES:
+                earlier = earlier[1:]
+            self._earlier[user] = earlier
+        self._current[user] = tasks
+        return {**device, "tasks": self._earlier.get(user, []) + tasks}
 
     def _answer(self, path: str) -> tuple[bytes, str] | None:
         if path in STATIC:

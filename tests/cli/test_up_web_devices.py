@@ -11,12 +11,20 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_kit import one_line_error
 
 from fedhh.cli import webclient
-from fedhh.cli.webdemo import MAX_WEB_DEVICES, DemoPage, choose_users, device_urls, summary
+from fedhh.cli.webdemo import (
+    EARLIER_TASK_BYTES,
+    MAX_WEB_DEVICES,
+    DemoPage,
+    choose_users,
+    device_urls,
+    summary,
+)
 from fedhh.errors import ConfigError
 
 
@@ -154,3 +162,50 @@ def test_the_terminal_names_an_attempt_that_aborted_after_a_device_contributed()
     assert line == ["user 8 (device 3, local eps spent 1.500): demo round 2.1: contributed "
                     "(round_aborted), demo round 2.2: contributed, demo round 3.1: late (the "
                     "stage closed)"]
+
+
+def test_the_terminal_keeps_the_rounds_a_device_reported_before_the_page_was_reloaded(
+        page: DemoPage) -> None:
+    """A reload (or a second tab taking over) starts the page's list of a device's tasks
+    afresh; the rounds reported before it stand in `fedhh up`'s summary. Before, a device that
+    contributed to round 1 and was reloaded while it held round 2's task read 'demo round
+    2.1: device_aborted' alone (probed with Chromium and `fedhh up --web-devices 3`)."""
+    def task(name: str, outcome: str, contributed: bool, detail: str = "") -> dict[str, Any]:
+        return {"task": name, "outcome": outcome, "contributed": contributed, "detail": detail}
+
+    def post(state: str, *tasks: dict[str, Any], device_id: str = "3") -> None:
+        device = {"user": 8, "deviceId": device_id, "state": state, "tasks": list(tasks),
+                  "spent": 1.5}
+        assert request(page, "POST", "/status",
+                       json.dumps({"devices": [device]}).encode())[0] == 204
+
+    first = task("demo round 1.1", "completed", True)
+    aborted = task("demo round 2.1", "device_aborted", False, "taken before the reload")
+    post("checking in", first)
+    post("in a round", first)  # the same load, posted again: nothing doubled
+    post("enrolling", device_id="")  # reloaded
+    post("waiting for another tab")  # a second tab: the running tab's post stands
+    post("checking in")
+    post("checking in", aborted)
+    post("checking in", aborted, task("demo round 3.1", "completed", True))
+    assert summary(page.devices()) == [
+        "user 8 (device 3, local eps spent 1.500): demo round 1.1: contributed, demo round "
+        "2.1: device_aborted (taken before the reload), demo round 3.1: contributed"]
+    post("checking in")  # reloaded again: both loads' rounds stand
+    assert [t["task"] for t in page.devices()[0]["tasks"]] == [
+        "demo round 1.1", "demo round 2.1", "demo round 3.1"]
+
+
+def test_the_rounds_kept_from_earlier_loads_are_capped(page: DemoPage) -> None:
+    """A poster that is not the page cannot grow them without bound: each device keeps the
+    newest within EARLIER_TASK_BYTES of JSON."""
+    for load in range(40):
+        tasks = [{"task": f"round {load}", "outcome": "late", "contributed": False,
+                  "detail": "x" * 10_000}]
+        device = {"user": 8, "deviceId": "3", "state": "checking in", "tasks": tasks,
+                  "spent": 0}
+        assert request(page, "POST", "/status", json.dumps({"devices": [device]}).encode()
+                       )[0] == 204
+    kept = page.devices()[0]["tasks"]
+    assert len(json.dumps(kept[:-1])) <= EARLIER_TASK_BYTES
+    assert [t["task"] for t in kept][-3:] == ["round 37", "round 38", "round 39"]
