@@ -66,6 +66,10 @@ class Session:
     queue: asyncio.Queue[pb.LeaderMessage | None] = field(default_factory=asyncio.Queue)
     devices: set[int] = field(default_factory=set)  # its devices in the open check-in's pool
     unacked: int = 0  # the check-in whose tasks it was sent and has not acknowledged
+    # whether it acknowledged any check-in's tasks since it attached: a selector older than
+    # the acknowledgement (92aca6e8) never does, and is named once (``check_acks``)
+    acks: bool = False
+    named: bool = False  # named by ``check_acks`` while it had acknowledged none
 
     def send(self, message: pb.LeaderMessage) -> None:
         self.queue.put_nowait(message)
@@ -207,6 +211,7 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         if batch.checkin and not (batch.presented or batch.joined):
             if session.unacked == batch.checkin:
                 session.unacked = 0
+            session.acks, session.named = True, False
             return
         for entry in batch.presented:
             self._claim(session, entry)
@@ -275,15 +280,24 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
 
     def check_acks(self, checkin: int) -> list[str]:
         """Log, by name, each selector that has not acknowledged the tasks of ``checkin`` (a
-        check-in window after they were sent: ``delivered``); their names."""
-        late = sorted(s.name for s in self.sessions if s.unacked == checkin)
-        for name in late:
-            log.warning(f"selector {name!r} has not acknowledged the tasks of check-in "
+        check-in window after they were sent: ``delivered``); their names. A selector that
+        has acknowledged none since it attached is named once, not at each check-in: a
+        selector older than the leader never acknowledges, and was named at every check-in
+        (the first time says so; once it acknowledges one, it is named at each miss again)."""
+        late = sorted((s for s in self.sessions if s.unacked == checkin and not s.named),
+                      key=lambda s: s.name)
+        for session in late:
+            never = "" if session.acks else (
+                "; it has acknowledged no check-in's tasks since it attached, which a selector "
+                "older than this coordinator never does: not said again for it until it "
+                "acknowledges some")
+            session.named = not session.acks
+            log.warning(f"selector {session.name!r} has not acknowledged the tasks of check-in "
                         f"{checkin} within the check-in window ({self.lobby.window_s:g} s): "
                         "its drawn devices are not getting them (the selector stopped or "
-                        "stalled; its stream is still open)",
-                        extra={"selector": name, "checkin": checkin})
-        return late
+                        f"stalled; its stream is still open){never}",
+                        extra={"selector": session.name, "checkin": checkin})
+        return [session.name for session in late]
 
     def cleared(self, checkin: int) -> None:
         self._where = {}

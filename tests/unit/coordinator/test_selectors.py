@@ -486,7 +486,37 @@ def test_a_selector_that_does_not_acknowledge_its_tasks_is_named_after_the_check
     said = [r.getMessage() for r in caplog.records if "has not acknowledged" in r.getMessage()]
     assert said == ["selector 'stopped' has not acknowledged the tasks of check-in 1 within the "
                     "check-in window (0 s): its drawn devices are not getting them (the "
-                    "selector stopped or stalled; its stream is still open)"]
+                    "selector stopped or stalled; its stream is still open); it has "
+                    "acknowledged no check-in's tasks since it attached, which a selector older "
+                    "than this coordinator never does: not said again for it until it "
+                    "acknowledges some"]
+
+
+def test_a_selector_that_never_acknowledges_is_named_once_one_that_did_at_each_miss(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A selector older than the leader never acknowledges its tasks: it is named at the
+    first check-in only (before, at every one), and named again at a miss once it has
+    acknowledged some. One that acknowledged a check-in's tasks is named at each miss after."""
+    async def scenario() -> list[list[str]]:
+        lobby, _, hub, (old, new) = hub_with("old", "new")
+        named = []
+        for checkin in range(1, 6):
+            collecting = await opened(lobby, capacity=2, pool_size=2)
+            hub.apply(old, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(1)]))
+            hub.apply(new, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(2)]))
+            await collecting
+            lobby.deliver({d: pb.SignedTask(task=b"t") for d in (1, 2)})
+            if checkin == 1:
+                hub.apply(new, acknowledgement(lobby.checkin))
+            if checkin == 4:  # (the old one acknowledges at last: then it misses one)
+                hub.apply(old, acknowledgement(lobby.checkin))
+            named.append(hub.check_acks(lobby.checkin))
+        return named
+
+    named = run(scenario())
+    assert named == [["old"], ["new"], ["new"], ["new"], ["new", "old"]]
+    said = [r.getMessage() for r in caplog.records if "has not acknowledged" in r.getMessage()]
+    assert ["not said again" in line for line in said if "'old'" in line] == [True, False]
 
 
 def acknowledgement(checkin: int) -> pb.SelectorBatch:
