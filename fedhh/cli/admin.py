@@ -436,6 +436,11 @@ def run(args: argparse.Namespace) -> int:
     shown = MessageToDict(reply, always_print_fields_with_no_presence=True)
     if args.action == "results":
         show_codes(shown, reply)
+        # The ledger as the object it is, `fedhh simulate --json`'s "ledger": the wire carries
+        # it as JSON text, which printed as one string inside this JSON ("ledgerJson": "{...}")
+        # that a script had to parse a second time.
+        text = shown.pop("ledgerJson", "")
+        shown["ledger"] = json.loads(text) if text else None
     if stored is not None:
         add_causes(shown, reply, stored)
     if args.action == "results":

@@ -285,7 +285,7 @@ def released(run_: dict[str, Any]) -> list[int]:
 
 
 def ledger_rounds(results: dict[str, Any]) -> list[int]:
-    return [s["round_index"] for s in json.loads(results["ledgerJson"])["spends"]]
+    return [s["round_index"] for s in results["ledger"]["spends"]]
 
 
 # ---- tests, in order --------------------------------------------------------------------------
@@ -417,7 +417,7 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
     assert [(r.get("kept", 0), r.get("finished", 0)) for r in finished] == \
         [(r["kept"], r["finished"]) for r in sim.rounds]
     assert sim.ledger is not None
-    assert json.loads(results["ledgerJson"]) == json.loads(json.dumps(sim.ledger.to_dict()))
+    assert results["ledger"] == json.loads(json.dumps(sim.ledger.to_dict()))
 
 
 def test_a_crashed_device_replica_comes_back_with_its_identities(
