@@ -350,7 +350,13 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
         "state": run.state,
         "error": run.error,
         "wall_s": wall,
+        # contributors: a released round's reports in its total; participants: its charge
+        # (n_min for a sharded round with a shard lost after unmasking). Before, only the
+        # charge, printed as the contributors. (fedhh.cli.narrator.contributors: a coordinator
+        # before the field sends 0, its charge then.)
         "rounds": [{"round": r.round, "attempt": r.attempt, "state": r.state,
+                    "contributors": (r.contributors or r.participants
+                                     if r.state == "released" else r.contributors),
                     "participants": r.participants, "domain_size": r.domain_size,
                     "seconds": r.seconds,
                     "reason": r.reason} for r in run.rounds],
@@ -379,8 +385,11 @@ def render(report: dict[str, Any]) -> str:
              f"dropout {spec['dropout']}{sharding}, {spec['rounds']} round(s): "
              f"{report['state']} {report['error']}".rstrip()]
     for r in report["rounds"]:
+        devices = f"{r['participants']} contributors"
+        if r["state"] == "released" and r["contributors"] != r["participants"]:
+            devices = f"{r['contributors']} contributors (charged at {r['participants']})"
         lines.append(f"  round {r['round']}.{r['attempt']}: {r['state']}, "
-                     f"{r['participants']} contributors, {r['seconds']:.2f} s wall "
+                     f"{devices}, {r['seconds']:.2f} s wall "
                      f"(check-in + secure aggregation + server) {r['reason']}".rstrip())
     d = report["devices"]
     lines.append(f"  devices: {d['tasks']} tasks, {d['completed']} completed, "

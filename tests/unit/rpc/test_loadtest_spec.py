@@ -113,3 +113,21 @@ def test_the_report_counts_late_devices_apart_from_failed_ones() -> None:
                                  "failed": 1}
     assert ("20 dropped (injected), 5 late (a stage closed before their message, as after a "
             "dropout), 1 failed") in loadtest.render(report)
+
+
+def test_the_report_gives_a_released_round_s_contributors_beside_its_charge() -> None:
+    # A sharded round with a shard lost after unmasking: 100 reports in its total, charged at
+    # n_min = 80 (before, the JSON had only the charge, and the text called it contributors);
+    # a coordinator before the field (0) gives the charge for both.
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    run = pb.Run(state="done", rounds=[
+        pb.RoundSummary(round=1, attempt=1, state="released", participants=80, contributors=100),
+        pb.RoundSummary(round=2, attempt=1, state="released", participants=90),
+        pb.RoundSummary(round=3, attempt=1, state="aborted", reason="too few devices")])
+    report = loadtest._report(LoadSpec(devices=100, dim=4096, dropout=0.0), run, 1.0, {}, [], [])
+    assert [(r["contributors"], r["participants"]) for r in report["rounds"]] == [
+        (100, 80), (90, 90), (0, 0)]
+    shown = loadtest.render(report)
+    assert "round 1.1: released, 100 contributors (charged at 80)," in shown
+    assert "round 2.1: released, 90 contributors," in shown
