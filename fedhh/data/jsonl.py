@@ -52,16 +52,61 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _shown(item: object, limit: int = 60) -> str:
-    text = repr(item)
-    return text if len(text) <= limit else text[:limit - 4] + "...'"
+class _Number:
+    """A JSON number no count can be, kept as the file wrote it: a fraction or exponent
+    (``1e5``, ``1.0``) or an integer too long for a count. A message shows it so (before,
+    Python's reading: ``1e5`` as 100000.0, ``1e400`` as inf), and an integer of thousands of
+    digits is no longer "not JSON" with advice to call sys.set_int_max_str_digits()."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _integer(text: str) -> int | _Number:
+    return int(text) if len(text) <= 20 else _Number(text)  # (a count is 10 digits at most)
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A string as Python writes it (``'new york'``, escapes visible); any other value as JSON
+    wrote it (``true``, ``null``, ``["b"]``, ``1e5``: before, ``True``, ``None``, ``['b']``,
+    ``100000.0``), cut to ``limit`` characters."""
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit - 4] + "...'"
+    parts: list[str] = []
+    _write(value, parts, limit)
+    text = "".join(parts)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _write(value: object, parts: list[str], limit: int) -> None:
+    """Appends ``value``'s JSON text to ``parts`` until it holds ``limit`` characters (a line
+    may hold every user's items, or arrays nested hundreds deep: written no further)."""
+    if sum(map(len, parts)) > limit:
+        return
+    if isinstance(value, _Number):
+        parts.append(value.text)
+    elif isinstance(value, list | _Pairs):
+        pairs = isinstance(value, _Pairs)
+        parts.append("{" if pairs else "[")
+        for nth, element in enumerate(value):
+            parts.append(", " if nth else "")
+            if pairs:
+                parts.append(json.dumps(element[0], ensure_ascii=False) + ": ")
+            _write(element[1] if pairs else element, parts, limit)
+            if sum(map(len, parts)) > limit:
+                return
+        parts.append("}" if pairs else "]")
+    else:
+        parts.append(json.dumps(value, ensure_ascii=False))
 
 
 def _parse(source: Path, number: int, line: str) -> Counter[str]:
     """One line's user (module docstring)."""
     where = f"{source}: line {number}"
     try:
-        value = json.loads(line, object_pairs_hook=_Pairs, parse_constant=_no_constant)
+        value = json.loads(line, object_pairs_hook=_Pairs, parse_constant=_no_constant,
+                           parse_float=_Number, parse_int=_integer)
     except ValueError as error:  # (json.JSONDecodeError too)
         if (isinstance(error, json.JSONDecodeError) and error.msg.startswith("Invalid control")
                 and error.pos < len(line)):
@@ -94,7 +139,7 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                     record = "; an object is one user's item counts" + _ONE_VALUE
                 raise DatasetError(
                     f"{where}: item {nth} ({_shown(item)}): its count must be an integer "
-                    f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}{record}")
+                    f"from 1 to {MAX_COUNT:,}, got {_shown(count)}{record}")
             if item in users:
                 raise DatasetError(f"{where}: item {nth} ({_shown(item)}) is a key given "
                                    "before in this object; give each item once, with its count")
@@ -103,7 +148,7 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     if isinstance(value, list):
         for nth, item in enumerate(value, start=1):
             if isinstance(item, list):  # (an object parses as _Pairs, a list too)
-                raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) is a JSON "
+                raise DatasetError(f"{where}: item {nth} ({_shown(item)}) is a JSON "
                                    f"{_kind(item)}, not a string; a line is one user's items"
                                    + _ONE_VALUE)
             _check(where, nth, item)
@@ -133,19 +178,18 @@ _ONE_VALUE = ("; if the file is one JSON array (or object) of every user, as jso
 
 def _check(where: str, nth: int, item: object) -> None:
     if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
-        raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) is a JSON "
-                           f"{_kind(item)}, not a string")
-    if (defect := item_defect(_plain(item))) is not None:
-        raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) {defect}")
-
-
-def _plain(value: object) -> object:
-    """A parsed value as JSON wrote it (an object as a dict) for messages."""
-    return dict(value) if isinstance(value, _Pairs) else value
+        # (a number or truth value that is an item, a ZIP code or a year, is one in quotes)
+        shown = _shown(item)
+        quoted = (f"; an item is a JSON string: {json.dumps(shown)}"
+                  if isinstance(item, int | _Number) and not shown.endswith("...") else "")
+        raise DatasetError(f"{where}: item {nth} ({shown}) is a JSON {_kind(item)}, not a "
+                           f"string{quoted}")
+    if (defect := item_defect(item)) is not None:
+        raise DatasetError(f"{where}: item {nth} ({_shown(item)}) {defect}")
 
 
 def _kind(value: object) -> str:
-    return {str: "string", int: "number", float: "number", bool: "boolean",
+    return {str: "string", int: "number", _Number: "number", bool: "boolean",
             type(None): "null", list: "array", _Pairs: "object"}.get(type(value),
                                                                       type(value).__name__)
 

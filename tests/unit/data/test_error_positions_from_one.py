@@ -20,7 +20,7 @@ from fedhh.errors import DatasetError
 
 
 @pytest.mark.parametrize(("line", "said"), [
-    ('["a", 3]', "item 2 (3) is a JSON number, not a string"),
+    ('["a", 3]', 'item 2 (3) is a JSON number, not a string; an item is a JSON string: "3"'),
     ('["a", "b", ""]', "item 3 ('') is empty"),
     ('{"a": 1, "b": 0}', "item 2 ('b'): its count must be an integer from 1 to 4,294,967,295, "
                          "got 0"),

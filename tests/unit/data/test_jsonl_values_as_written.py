@@ -1,0 +1,53 @@
+"""A JSON-lines dataset's error shows a value that is not a string as the file writes it,
+JSON's spelling, not Python's (``true``, ``null``, ``["b"]``, ``1e5``: before, ``True``,
+``None``, ``['b']``, ``100000.0``), and tells how to write a number or truth value that is an
+item (a ZIP code, a year): as a JSON string. An integer of thousands of digits, valid JSON, is
+refused as the number it is (before, "not JSON: Exceeds the limit (4300 digits) for integer
+string conversion ... use sys.set_int_max_str_digits()")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _data_helpers import import_refused
+
+from fedhh.data.jsonl import import_jsonl
+
+LONG = "9" * 5000
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ('["a", 90210]', 'item 2 (90210) is a JSON number, not a string; an item is a JSON '
+                     'string: "90210"'),
+    ('["a", 1e5]', 'item 2 (1e5) is a JSON number, not a string; an item is a JSON string: '
+                   '"1e5"'),
+    ('["a", 1e400]', 'item 2 (1e400) is a JSON number, not a string; an item is a JSON '
+                     'string: "1e400"'),
+    ('["a", -0.50]', 'item 2 (-0.50) is a JSON number, not a string; an item is a JSON '
+                     'string: "-0.50"'),
+    ('["a", true]', 'item 2 (true) is a JSON boolean, not a string; an item is a JSON '
+                    'string: "true"'),
+    ('["a", null]', "item 2 (null) is a JSON null, not a string"),
+    ('["a", {"b": [1.50, false]}]', 'item 2 ({"b": [1.50, false]}) is a JSON object, not a '
+                                    "string; a line is one user's items; if the file is one"),
+    (f'["a", {LONG}]', f"item 2 ({LONG[:57]}...) is a JSON number, not a string"),
+    ('{"a": 1e0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got 1e0"),
+    ('{"a": 2.0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got 2.0"),
+    ('{"a": false}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, "
+                     "got false"),
+    (f'{{"a": {LONG}}}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, "
+                         f"got {LONG[:57]}..."),
+])
+def test_a_value_is_shown_as_the_file_writes_it(tmp_path: Path, line: str, said: str) -> None:
+    source = tmp_path / "users.jsonl"
+    message = import_refused(import_jsonl, source, f'["x"]\n{line}\n')
+    assert message == f"{source}: line 2: {said}" or (
+        said.endswith("if the file is one") and message.startswith(f"{source}: line 2: {said}"))
+
+
+def test_an_array_of_every_user_is_shown_cut_however_deep(tmp_path: Path) -> None:
+    source = tmp_path / "users.jsonl"
+    deep = "[" * 900 + "]" * 900  # (within json's recursion; shown no deeper than its cut)
+    message = import_refused(import_jsonl, source, f'["a", {deep}]\n')
+    assert message.startswith(f"{source}: line 1: item 2 ({'[' * 57}...) is a JSON array"), message
