@@ -94,11 +94,14 @@ from fedhh_coordinator.plans import (
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import Store
 from fedhh_coordinator.stretch import (
+    CAP,
     LATE,
+    REFUSED,
     STRETCH,
     aborted_late,
     fell_short,
     next_stretch,
+    stretch_cap,
     stretched,
 )
 
@@ -185,7 +188,8 @@ class NetworkLink:
                 raise RoundAborted(f"the {plan.kind} at {self._control_address()} stopped "
                                    f"answering before the round opened ({error})") from None
             except FedhhError as error:
-                raise RoundAborted(f"the {plan.kind} refused the round: {error}") from None
+                raise RoundAborted(f"the {plan.kind} refused the round: {error}"
+                                   f"{self._refused_stretch(attempt)}") from None
             # The service has the round now: a restart that finds it without a record of it
             # does not take the attempt as never opened (``_verdict``).
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
@@ -335,7 +339,7 @@ class NetworkLink:
                     if attempt.attempt > 1 else None)
         self._stretch = next_stretch(previous, self.config.stage_windows())
         self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
-                                  {STRETCH: self._stretch})
+                                  {STRETCH: self._stretch, CAP: stretch_cap(previous)})
         if self._stretch > 1:
             note = (f"attempt {attempt.attempt} of round {attempt.round}: stage windows "
                     f"x{self._stretch} after too few devices in time")
@@ -343,6 +347,16 @@ class NetworkLink:
                                      "attempt": attempt.attempt, "stretch": self._stretch,
                                      "windows_ms": list(self._windows())})
             self.progress.stage = note
+
+    def _refused_stretch(self, attempt: AttemptId) -> str:
+        """Mark a stretched attempt the service refused to open (``stretch_cap``: the round's
+        later attempts stretch at most half as far) and say so; "" for one not stretched."""
+        if self._stretch == 1:
+            return ""
+        self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                  {REFUSED: True})
+        return (f" (its stage windows were stretched x{self._stretch} after too few devices in "
+                f"time: the round's next attempts stretch them at most x{self._stretch // 2})")
 
     def _windows(self) -> tuple[int, ...]:
         """The attempt's stage windows in ms, in ``WINDOW_FIELDS``' order."""

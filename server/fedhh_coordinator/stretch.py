@@ -9,8 +9,11 @@ windows of the round's next attempt, up to ``STRETCH_MAX`` times the configured 
 deadline the service accepts; an abort for another reason (a check-in short of devices, the
 service lost) keeps the stretch the attempt had; a new round starts again from the configured
 windows. The stretch an attempt ran with is kept in its round summary (``STRETCH``), so a
-restarted coordinator plans the next attempt as the stopped one would have. Windows are no
-privacy parameter: nothing about charging depends on them.
+restarted coordinator plans the next attempt as the stopped one would have. A stretched attempt
+the service refused to open (one started with a --max-round-seconds below the default refuses
+a last deadline past it) caps the round's later attempts at half its stretch (``CAP``, kept
+from attempt to attempt). Windows are no privacy parameter: nothing about charging depends on
+them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from fedhh.secagg.config import MAX_ROUND_S
 # that it aborted with devices that took part and then missed a stage's window.
 STRETCH = "window_stretch"
 LATE = "too_few_in_time"
+# The service refused to open the attempt while its windows were stretched, and the most the
+# round's next attempts stretch (``stretch_cap``).
+REFUSED = "stretch_refused"
+CAP = "stretch_cap"
 # The most an attempt's windows are stretched: a round that is still short at 8 times its
 # windows needs an operator (fewer devices, a quieter host), not a longer wait.
 STRETCH_MAX = 8
@@ -47,6 +54,20 @@ def aborted_late(reason: str, reached_unmask: bool, stages: Mapping[str, int]) -
     return not reached_unmask and "too_few_devices" in reason and fell_short(stages)
 
 
+def stretch_cap(previous: Mapping[str, Any] | None) -> int:
+    """The most an attempt stretches its windows by, from the round summary of the round's
+    previous attempt: ``STRETCH_MAX``, or half a stretch the service refused to open in an
+    earlier attempt of the round. The limit ``STRETCHED_ROUND_MAX_MS`` assumes is the default
+    one; a service started with a lower --max-round-seconds refused every later attempt alike
+    (their windows stretched as far or further), and the run failed after --max-attempts."""
+    if not previous:
+        return STRETCH_MAX
+    cap = int(previous.get(CAP, STRETCH_MAX))
+    if previous.get(REFUSED) is True:
+        cap = min(cap, max(int(previous.get(STRETCH, 1)) // 2, 1))
+    return cap
+
+
 def next_stretch(previous: Mapping[str, Any] | None, windows: Sequence[int]) -> int:
     """The factor an attempt stretches the configured ``windows`` by, from the round summary
     of the round's previous attempt (None: the round's first attempt)."""
@@ -55,6 +76,7 @@ def next_stretch(previous: Mapping[str, Any] | None, windows: Sequence[int]) -> 
     factor = int(previous.get(STRETCH, 1))
     if previous.get(LATE) is True:
         factor = int(ceiling(factor, STRETCH_MAX, 1))  # doubled, at most the cap
+    factor = min(factor, stretch_cap(previous))
     while factor > 1 and sum(windows) * factor > STRETCHED_ROUND_MAX_MS:
         factor //= 2
     return max(factor, 1)

@@ -23,13 +23,20 @@ from fedhh.cli.options import add_outcome_options
 from fedhh.errors import RoundAborted
 from fedhh.secagg import RoundConfig
 from fedhh.secagg.config import MAX_ROUND_S
-from fedhh_aggregator.rounds import Limits
+from fedhh_aggregator.rounds import Limits, check_last_deadline
 from fedhh_coordinator.aggregation import AggregatorOutcome
 from fedhh_coordinator.link import NetworkLink
 from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
+from fedhh_coordinator.stretch import (
+    CAP,
+    STRETCH,
+    STRETCH_MAX,
+    STRETCHED_ROUND_MAX_MS,
+    next_stretch,
+)
 from fedhh_coordinator.stretch import LATE as LATE_MARK
-from fedhh_coordinator.stretch import STRETCH, STRETCH_MAX, STRETCHED_ROUND_MAX_MS, next_stretch
+from fedhh_coordinator.stretch import REFUSED as REFUSED_MARK
 
 STAGE_MS = 20_000
 LATE = {"ADVERTISE_KEYS": SHARD, "SHARE_KEYS": 3}  # all took part; 3 in time at key sharing
@@ -60,12 +67,25 @@ class ShortService(FakeCombiner):
         return AggregatorOutcome("released", True, False)
 
 
-def drive(tmp_path: Path, short: dict[tuple[int, int], dict[str, int]]
-          ) -> tuple[Store, list[RoundConfig]]:
+@dataclass
+class LimitedService(ShortService):
+    """A ``ShortService`` started with a --max-round-seconds below the default: it refuses to
+    open a round whose last deadline is more than ``max_round_s`` ahead, by the service's own
+    check."""
+
+    max_round_s: float = MAX_ROUND_S
+
+    async def open_single(self, signed: Any) -> None:
+        check_last_deadline(RoundConfig.from_bytes(signed.payload), self.max_round_s, "the round")
+        await super().open_single(signed)
+
+
+def drive(tmp_path: Path, short: dict[tuple[int, int], dict[str, int]],
+          max_round_s: float = MAX_ROUND_S) -> tuple[Store, list[RoundConfig]]:
     store = Store(tmp_path / "coordinator.sqlite")
     fleet = Fleet(store, SHARD)
-    service = ShortService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
-                           short=short)
+    service = LimitedService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
+                             short=short, max_round_s=max_round_s)
 
     async def go() -> None:
         await create_run(store, config(shard_size=None, target_devices=SHARD, rounds=1,
@@ -114,6 +134,26 @@ def test_the_stretch_stops_at_its_cap_and_at_the_last_deadline_a_service_accepts
     assert next_stretch({STRETCH: 4, LATE_MARK: False}, [10_000] * 5) == 4
     # a round's first attempt (its previous round released) runs the configured windows
     assert next_stretch(None, [10_000] * 5) == 1
+    # after a stretch the service refused to open: half of it, then no more than that
+    assert next_stretch({STRETCH: 4, REFUSED_MARK: True}, [10_000] * 5) == 2
+    assert next_stretch({STRETCH: 2, LATE_MARK: True, CAP: 2}, [10_000] * 5) == 2
+
+
+def test_a_stretch_the_service_refuses_is_not_asked_of_it_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A service started with --max-round-seconds 150 refuses the x2 attempt's windows (5 of
+    40 s end 200 s ahead): the round's later attempts stretch at most half as far, after
+    another late abort too. Before, each later attempt asked for x2 or more again, was refused
+    the same way, and the run failed after --max-attempts (4 here)."""
+    store, opened = drive(tmp_path, {(1, 1): LATE, (1, 3): LATE}, max_round_s=150)
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [
+        (1, "aborted"), (2, "aborted"), (3, "aborted"), (4, "released")]
+    assert [r.summary[STRETCH] for r in store.rounds("run")] == [1, 2, 1, 1]
+    assert [windows(c) for c in opened] == [[STAGE_MS] * 4] * 3  # (the refused one not opened)
+    refused = store.rounds("run")[1].reason
+    assert "more than 150 s ahead" in refused and refused.endswith(
+        "(its stage windows were stretched x2 after too few devices in time: the round's next "
+        "attempts stretch them at most x1)")
 
 
 @dataclass
