@@ -228,15 +228,20 @@ def _loose(text: str) -> str:
     section 3.13, D145's compatibility caseless match, less the default-ignorable characters):
     case folded, compatibility forms replaced (fullwidth ``ａ``, ligature ``ﬁ``, the no-break
     and ideographic spaces), and the invisible characters dropped (U+200B, U+2060, U+FEFF,
-    the joiners and the variation selectors; not the tags of a flag). Two items with one
-    ``_loose`` form read alike, or nearly."""
+    the joiners and the variation selectors; not the tags of a flag), and whitespace at either
+    end dropped, as a cell exported from a spreadsheet or a form carries it (``Paris `` and
+    ``Paris``: before, told apart in silence; an item of whitespace alone keeps it). Two items
+    with one ``_loose`` form read alike, or nearly."""
     if text.isascii():
-        return text.lower()
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    if folded.isprintable() and _IGNORABLE_MARKS.isdisjoint(folded):
-        return folded  # (every format character is unprintable: nothing to drop)
-    return "".join(c for c in folded if not (
-        (unicodedata.category(c) == "Cf" and ord(c) not in _TAGS) or c in _IGNORABLE_MARKS))
+        folded = text.lower()
+    else:
+        folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+        if not folded.isprintable() or not _IGNORABLE_MARKS.isdisjoint(folded):
+            # (every format character is unprintable: else nothing to drop)
+            folded = "".join(c for c in folded if not (
+                (unicodedata.category(c) == "Cf" and ord(c) not in _TAGS)
+                or c in _IGNORABLE_MARKS))
+    return folded.strip() or folded
 
 
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
@@ -295,10 +300,15 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
         share = ("" if holding is None
                  else f", held by {float(holding[held[other]]):.1%} of the users")
         if form == _CASE:
-            what = ("case" if item.casefold() == other.casefold() and all(
-                unicodedata.is_normalized("NFKC", text) for text in (item, other)) else
+            inner, held_inner = item.strip(), other.strip()
+            what = ("" if inner == held_inner else "case" if inner.casefold() ==
+                    held_inner.casefold() and all(unicodedata.is_normalized("NFKC", text)
+                                                  for text in (inner, held_inner)) else
                     "case, compatibility forms (width, ligatures, spaces) or invisible "
                     "characters")
+            if (inner, held_inner) != (item, other):
+                what += (", and " if "," in what else " and " if what else ""
+                         ) + "whitespace at either end"
             print(f"{program}: warning: deny-list item {printable(item)} is no user's "
                   f"item, but {printable(other)}, the same but for {what}, is an item of "
                   f"the dataset{share}, and is not denied: a deny list matches items exactly "
@@ -319,7 +329,8 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     if len(found) > lines:
         print(f"{program}: warning: {len(found) - lines:,} more deny-list items are no "
               "user's item while their other normalization form (or the same but for case, "
-              "width or invisible characters, or without a leading byte-order mark) is",
+              "width, invisible characters or whitespace at either end, or without a leading "
+              "byte-order mark) is",
               file=sys.stderr)
 
 
