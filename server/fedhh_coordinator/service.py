@@ -44,6 +44,7 @@ from fedhh_coordinator.runs import (
     stored_config,
     stored_ledger,
 )
+from fedhh_coordinator.slow_reads import off_loop
 from fedhh_coordinator.store import RoundRow, Store, decoded
 
 log = logging.getLogger(__name__)
@@ -264,14 +265,14 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         listed = [(run_id, state, self.runner.progress_of(run_id))
                   for run_id, state in self.store.run_states()]
-        return pb.ListRunsResponse(runs=await asyncio.to_thread(
+        return pb.ListRunsResponse(runs=await off_loop(
             lambda: [self._listed(*run) for run in listed]))
 
     @status_errors
     async def GetResults(self, request: pb.GetResultsRequest,
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
-        return await asyncio.to_thread(self._results, request.run_id)
+        return await off_loop(self._results, request.run_id)
 
     def _results(self, run_id: str) -> pb.Results:
         row = self.store.run(run_id)
@@ -301,7 +302,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def CancelRun(self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
                         ) -> pb.Run:
         self._check(context)
-        row = await asyncio.to_thread(self.store.run, request.run_id)
+        row = await off_loop(self.store.run, request.run_id)
         by = f"the admin API's caller at {context.peer()}"
         # Its state read again on the loop, where the runner changes it: the row read in the
         # thread may be stale by now. A pending run the runner started meanwhile was marked
@@ -324,7 +325,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         deny list of 1,000,000 items (``MAX_DENY_ITEMS``) took ~1 s, during which the
         coordinator answered no device and no caller."""
         progress = self.runner.progress_of(run_id)
-        return await asyncio.to_thread(self._run, run_id, True, progress)
+        return await off_loop(self._run, run_id, True, progress)
 
     def _listed(self, run_id: str, state: str, progress: pb.Progress | None) -> pb.Run:
         """The run as GetRun answers it, less what can make it large: its attempts' summaries,

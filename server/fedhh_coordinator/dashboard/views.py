@@ -44,6 +44,7 @@ from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
 from fedhh_coordinator.runs import RunParts, ShownDenyLists, stored_config, stored_ledger
+from fedhh_coordinator.slow_reads import off_loop
 from fedhh_coordinator.store import RoundRow, RunRow, Store
 
 FINAL = ("done", "failed", "cancelled")
@@ -241,7 +242,7 @@ class Views:
     async def runs(self) -> list[RunLine]:
         """Every run, newest first, read in a thread (``_run_lines``); what each is doing
         read here, on the loop."""
-        lines = await asyncio.to_thread(self._run_lines, time.time())
+        lines = await off_loop(self._run_lines, time.time())
         return [replace(line, now=self._doing(line.run_id)) if read else line
                 for line, read in lines]
 
@@ -277,7 +278,7 @@ class Views:
         if solving is None:
             # (the row read there too: read whole, its deny list decoded, ~1 s on the loop
             # with 1,000,000 items)
-            solving = asyncio.ensure_future(asyncio.to_thread(self._solve_planner, run_id))
+            solving = asyncio.ensure_future(off_loop(self._solve_planner, run_id))
             self._solving[run_id] = solving
             solving.add_done_callback(lambda _: self._solving.pop(run_id, None))
         words = await asyncio.shield(solving)
@@ -309,7 +310,7 @@ class Views:
             return kept
         showing = self._showing.get(run_id)
         if showing is None:
-            showing = asyncio.ensure_future(asyncio.to_thread(self._shown_deny, run_id))
+            showing = asyncio.ensure_future(off_loop(self._shown_deny, run_id))
             self._showing[run_id] = showing
             showing.add_done_callback(lambda _: self._showing.pop(run_id, None))
         return await asyncio.shield(showing)
@@ -340,7 +341,7 @@ class Views:
         items) held the event loop, no device or caller answered, on each page, download
         and live render (once a second) of the run. NotFoundError or StoreDamaged as
         ``run``."""
-        return await asyncio.to_thread(self._read, run_id)
+        return await off_loop(self._read, run_id)
 
     def run(self, run_id: str, deny: tuple[str, ...] | None = None,
             read: RunRead | None = None) -> RunDetail:
@@ -380,7 +381,7 @@ class Views:
     async def budgets(self) -> BudgetView:
         """The devices' charges in the budget period, read in a thread: a query over every
         device's charges, which the event loop would otherwise wait for."""
-        return await asyncio.to_thread(self._budgets)
+        return await off_loop(self._budgets)
 
     def _budgets(self) -> BudgetView:
         b = self.budget
@@ -400,7 +401,7 @@ class Views:
         """The fleet and the latest runs' attempts, read in a thread (``FleetRead``); the
         runner's progress and the lobby's pool read here, on the loop that changes them."""
         now = time.time()
-        read = await asyncio.to_thread(self._fleet_read)
+        read = await off_loop(self._fleet_read)
         attempts: list[AttemptView] = []
         for row, n_min, rounds in read.runs:
             attempts += self._attempts(row.run_id, n_min, now, rounds)

@@ -1,0 +1,37 @@
+"""The threads of the reads callers ask of the coordinator: the admin API's (a run's row read
+whole and converted, GetResults' display of its deny list) and the dashboard's (its pages and
+each render of a live page).
+
+They had the event loop's default executor, a handful of threads (min(32, CPUs + 4): 6 on 2
+cores), which the runner shares to load each run it drives (``Runner.drive``) and StartRun to
+store a new run: a few GetResults over a run with a 300,000-item deny list (~60 s each)
+held every one of its threads, and the runner waited for them to start the next run. Here they
+wait for one another, at most ``THREADS`` at once, and the default executor stays the
+runner's and StartRun's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# The reads in progress at once; more wait their turn. They are mostly Python (decoding rows
+# and deny lists, composing ledgers), which the GIL runs one at a time: more threads would not
+# finish them sooner, and a slow one leaves the other threads to go on with.
+THREADS = 4
+
+_pool = ThreadPoolExecutor(THREADS, thread_name_prefix="fedhh-slow-read")
+
+
+async def off_loop(read: Callable[..., T], /, *args: object) -> T:
+    """``read(*args)`` in one of the slow reads' threads, as ``asyncio.to_thread`` would in
+    the default executor (the caller's context variables too)."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(
+        _pool, functools.partial(context.run, read, *args))
