@@ -142,7 +142,7 @@ def unfinished_results(results: Any) -> str:
     what = {"pending": "has not started", "running": "is still running",
             "failed": "failed", "cancelled": "was cancelled"}.get(results.state,
                                                                   f"is {results.state}")
-    return (f"note: run {results.run_id} {what}: its heavy hitters and cut prefixes are those "
+    return (f"run {results.run_id} {what}: its heavy hitters and cut prefixes are those "
             f"of the {released} round{'' if released == 1 else 's'} released so far, not a "
             "finished run's" + (f" (`fedhh admin ... wait {results.run_id}` waits for it)"
                                 if results.state in ("pending", "running") else ""))
@@ -265,7 +265,7 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
 
     remedy = past_max_eps_local(stored) or (
         f"more devices ({devices_flags}) or a larger --eps-agg budget more{raise_to}")
-    return (f"note: {stored.completion()} of the {asked.completion()} completion rounds {which} "
+    return (f"{stored.completion()} of the {asked.completion()} completion rounds {which} "
             f"can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
             f"stay positive): {cut}; {remedy}")
@@ -285,7 +285,7 @@ def fleet_note(client: Any, config: RunConfig) -> str | None:
         return None
     if enrolled >= config.min_devices:
         return None
-    return (f"note: {enrolled:,} device{'s have' if enrolled != 1 else ' has'} enrolled so "
+    return (f"{enrolled:,} device{'s have' if enrolled != 1 else ' has'} enrolled so "
             f"far, fewer than the run's --min-devices {config.min_devices:,}: each attempt's "
             f"check-in aborts short of it until more enrol, and the run fails after its "
             f"first round's {config.max_attempts} attempts (`fedhh admin ... devices` counts them; "
@@ -313,6 +313,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
     stored: Any = None  # results with a truncated row: the run (a Run reply; add_causes)
+    # Each line of its own on stderr leads with the command, as its errors do: "fedhh admin
+    # start: warning: ..." (where something is not as asked) or "...: note: ..." (before, a
+    # bare "note:", where every other command said "fedhh X: warning:").
+    said = f"fedhh admin {args.action}"
     if args.action == "mint-tokens":
         # before minting: tokens the store holds that nobody received are lost seats
         options.check_output("--out", args.out)
@@ -329,13 +333,13 @@ def run(args: argparse.Namespace) -> int:
             reply: Any = client.start_run(to_proto(config), args.run_id)
             note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
-                print(note, file=sys.stderr)
+                print(f"{said}: warning: {note}", file=sys.stderr)
             from fedhh.cli.simulate import warn_deadline
 
             warn_deadline(from_proto(reply.config), "fedhh admin start", Mode.NETWORK)
             few = fleet_note(client, from_proto(reply.config))
             if few:
-                print(few, file=sys.stderr)
+                print(f"{said}: warning: {few}", file=sys.stderr)
         elif args.action == "mint-tokens":
             from fedhh.errors import StateError
             from fedhh.rpc.admin_client import PartlyMinted
@@ -400,7 +404,7 @@ def run(args: argparse.Namespace) -> int:
                 # eps_local, for what its budget left of the completion rounds)
                 stored = client.run(args.run_id)
             if reply.state != "done":
-                print(unfinished_results(reply), file=sys.stderr)
+                print(f"{said}: warning: {unfinished_results(reply)}", file=sys.stderr)
         elif args.action == "wait":
             # Each round's stages and outcome as they happen, on stderr (stdout stays the
             # JSON): the wait was silent for the minutes a run takes, like a hung command.
@@ -423,14 +427,14 @@ def run(args: argparse.Namespace) -> int:
             if reply.state == "running":
                 # (the reply said "running" and nothing else: the coordinator stops the run
                 # when the round under way ends, or at once in its check-in, ac88ad6)
-                print(f"note: run {args.run_id} stops when its round under way ends (at once "
-                      "if the round is still in its check-in, nothing charged); `fedhh admin "
-                      f"... wait {args.run_id}` returns once it has",
+                print(f"{said}: note: run {args.run_id} stops when its round under way ends "
+                      "(at once if the round is still in its check-in, nothing charged); "
+                      f"`fedhh admin ... wait {args.run_id}` returns once it has",
                       file=sys.stderr)
             elif reply.state in ("done", "failed"):
                 # (before, the run came back as it was and nothing said the cancel did nothing)
-                print(f"note: run {args.run_id} had already ended ({reply.state}): the cancel "
-                      "changed nothing", file=sys.stderr)
+                print(f"{said}: warning: run {args.run_id} had already ended ({reply.state}): "
+                      "the cancel changed nothing", file=sys.stderr)
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.
     shown = MessageToDict(reply, always_print_fields_with_no_presence=True)
@@ -451,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
         # (a round's "trimmed" in the JSON above, said in words: before, nothing did)
         trimmed = run_trim_note(reply)
         if trimmed:
-            print(f"note: {trimmed}", file=sys.stderr)
+            print(f"{said}: note: {trimmed}", file=sys.stderr)
     if args.action == "wait" and reply.state != "done":
         # (before: 0 whatever the run's end, so `wait r1 && results r1` and the k8s start-run
         # Job went on as if a failed run had found its heavy hitters)

@@ -278,10 +278,10 @@ def run(args: argparse.Namespace) -> int:
         # The compose stack's services run as uid 10001 and stopped at their first secret
         # ("cannot read the control token file ...: Permission denied"), restarting for ever.
         private = "server.key and the secrets are" if args.secrets else "server.key is"
-        print(f"note: {private} mode 0600 for uid {os.geteuid()} alone; "
+        print(f"fedhh certs: warning: {private} mode 0600 for uid {os.geteuid()} alone; "
               f"for docker compose, whose services run as uid {CONTAINER_UID}, run this again "
               f"with --owner {CONTAINER_UID}:{CONTAINER_UID} (as root) or --group "
-              f"{CONTAINER_UID}")
+              f"{CONTAINER_UID}", file=sys.stderr)
     return 0
 
 

@@ -81,8 +81,8 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
                  "--target-devices", "450"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
-    assert captured.err.startswith("note: 0 of the 32 completion rounds (the default) can be "
-                                   "budgeted with 300 devices at eps_agg 2 ")
+    assert captured.err.startswith("fedhh admin start: warning: 0 of the 32 completion rounds "
+                                   "(the default) can be budgeted with 300 devices at eps_agg 2 ")
     named = set(re.findall(r"--[a-z][a-z-]*", captured.err))
     assert {"--min-devices", "--eps-agg"} <= named
     with pytest.raises(SystemExit):
@@ -92,7 +92,8 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
     assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
                  "start", "--run-id", "r4", "--eps-agg", "2", "--min-devices", "300",
                  "--target-devices", "450", "--completion-rounds", "8"]) == 0
-    assert capsys.readouterr().err.startswith("note: 0 of the 8 completion rounds asked for ")
+    assert capsys.readouterr().err.startswith(
+        "fedhh admin start: warning: 0 of the 8 completion rounds asked for ")
 
 
 class Unavailable(grpc.RpcError):

@@ -68,9 +68,9 @@ def test_cancel_of_a_running_run_says_when_it_stops(
     assert json.loads(captured.out)["state"] == state
     # (at once in a check-in since ac88ad6: before, the note said only "when its attempt in
     # progress ends", which a cancel during the check-in's window no longer waits for)
-    assert (captured.err == "note: run r3 stops when its round under way ends (at once if "
-            "the round is still in its check-in, nothing charged); `fedhh admin ... wait r3` "
-            "returns once it has\n") is noted
+    assert (captured.err == "fedhh admin cancel: note: run r3 stops when its round under way "
+            "ends (at once if the round is still in its check-in, nothing charged); "
+            "`fedhh admin ... wait r3` returns once it has\n") is noted
     assert (captured.err == "") is not noted
 
 
@@ -87,8 +87,8 @@ def test_cancel_of_a_run_that_had_ended_says_it_changed_nothing(
                  "cancel", "r3"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["state"] == state
-    assert captured.err == (f"note: run r3 had already ended ({state}): the cancel changed "
-                            "nothing\n")
+    assert captured.err == (f"fedhh admin cancel: warning: run r3 had already ended ({state}): "
+                            "the cancel changed nothing\n")
 
 
 def test_ctrl_c_on_wait_says_the_run_goes_on(

@@ -30,9 +30,9 @@ def test_only_a_renewal_says_to_restart_the_services(
                                "localhost, fedhh.example.org; valid until ")
 
 
-NOTE = ("note: server.key and the secrets are mode 0600 for uid {uid} alone; for docker "
-        "compose, whose services run as uid 10001, run this again with --owner 10001:10001 (as "
-        "root) or --group 10001")
+NOTE = ("fedhh certs: warning: server.key and the secrets are mode 0600 for uid {uid} alone; "
+        "for docker compose, whose services run as uid 10001, run this again with --owner "
+        "10001:10001 (as root) or --group 10001")
 
 
 def test_files_only_the_caller_can_read_say_what_compose_needs(
@@ -48,15 +48,15 @@ def test_files_only_the_caller_can_read_say_what_compose_needs(
     uid = os.geteuid()
     argv = ["certs", "--out", str(tmp_path / "tls"), "--secrets", str(tmp_path / "secrets")]
     assert main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
+    err = capsys.readouterr().err.splitlines()
     if uid != certs.CONTAINER_UID:
-        assert out[-1] == NOTE.format(uid=uid)
+        assert err[-1] == NOTE.format(uid=uid)
     monkeypatch.setattr(os, "chown", lambda *args: None)  # (as root would; not needed here)
     assert main([*argv, "--group", str(os.getegid())]) == 0
-    assert "note: server.key" not in capsys.readouterr().out  # readable by that group
+    assert "server.key" not in capsys.readouterr().err  # readable by that group
     monkeypatch.setattr(os, "geteuid", lambda: certs.CONTAINER_UID)
     assert main(argv) == 0
-    assert "note: server.key" not in capsys.readouterr().out  # the containers' user itself
+    assert "server.key" not in capsys.readouterr().err  # the containers' user itself
 
 
 def test_without_secrets_the_note_names_server_key_alone(
@@ -68,7 +68,8 @@ def test_without_secrets_the_note_names_server_key_alone(
     from fedhh.cli import certs
 
     assert main(["certs", "--out", str(tmp_path / "tls")]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
     if os.geteuid() != certs.CONTAINER_UID:
-        assert out[-1].startswith(f"note: server.key is mode 0600 for uid {os.geteuid()} alone; ")
-    assert not any("the secrets" in line for line in out)
+        assert captured.err.startswith(f"fedhh certs: warning: server.key is mode 0600 for uid "
+                                       f"{os.geteuid()} alone; ")
+    assert "the secrets" not in captured.out + captured.err

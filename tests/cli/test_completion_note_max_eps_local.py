@@ -42,7 +42,7 @@ def test_a_larger_eps_agg_or_more_devices_budget_no_more_and_a_larger_cap_does()
 
 def test_the_start_note_names_the_cap_and_no_eps_agg() -> None:
     note = dropped_completions(ASKED, KEPT, "--min-devices")
-    assert note.startswith("note: 3 of the 32 completion rounds (the default) can be budgeted")
+    assert note.startswith("3 of the 32 completion rounds (the default) can be budgeted")
     assert "budget no more until --max-eps-local is raised" in note, note
     assert "a larger --eps-agg budget more" not in note and "(--eps-agg " not in note, note
 

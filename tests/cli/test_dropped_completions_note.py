@@ -21,7 +21,7 @@ from fedhh_coordinator.runs import open_ledger
 def test_with_some_completion_rounds_left_no_main_width_is_claimed() -> None:
     asked = RunConfig()
     note = dropped_completions(asked, replace(asked, completion_rounds=7), "--devices")
-    assert note.startswith("note: 7 of the 32 completion rounds (the default) can be budgeted")
+    assert note.startswith("7 of the 32 completion rounds (the default) can be budgeted")
     assert "bits the main rounds" not in note and f"{asked.max_bits} bits" not in note
     assert "items the main rounds leave unended" in note
 
