@@ -34,14 +34,17 @@ class FakeUp:
     """The page's server and the coordinator's Connect port in one, on a port of the OS's
     choice. ``hold_enroll``: the first Enroll is answered only when the test ends (the tab
     that sent it holds the device's lock meanwhile). ``refuse_enroll``: every Enroll is refused
-    as the coordinator refuses a used token. ``down``: every request is dropped
-    unanswered, as by a `fedhh up` that is gone; ``dropped`` counts the progress polls it
-    dropped."""
+    as the coordinator refuses a used token, once ``refuse_when`` is set if given. ``down``:
+    every request is dropped unanswered, as by a `fedhh up` that is gone; ``dropped`` counts
+    the progress polls it dropped. ``posts``: the devices of each status post."""
 
     def __init__(self, dist: Path, *, hold_enroll: bool = False,
-                 refuse_enroll: bool = False) -> None:
+                 refuse_enroll: bool = False,
+                 refuse_when: threading.Event | None = None) -> None:
         self.bundle = dist / "browser" / "demo.js"
         self.hold_enroll, self.refuse_enroll = hold_enroll, refuse_enroll
+        self.refuse_when = refuse_when
+        self.posts: list[list[dict[str, Any]]] = []
         self.changed = threading.Condition()
         self.down = False
         self.ending = False
@@ -129,11 +132,14 @@ class _FakeHandler(http.server.BaseHTTPRequestHandler):
             self._send(404, b"not found", "text/plain")
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the next request's turn
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self._dropped():
             return
         up = self.up
         if self.path == "/status":
+            with up.changed:
+                up.posts.append(json.loads(body)["devices"])
+                up.changed.notify_all()
             self._send(204, b"", "text/plain")
         elif self.path == "/fedhh.v1.DeviceService/Enroll":
             with up.changed:
@@ -144,6 +150,8 @@ class _FakeHandler(http.server.BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
             if up.refuse_enroll:  # (Connect's error answer, as the coordinator's port gives it)
+                if up.refuse_when is not None and not up.refuse_when.wait(DEADLINE_S):
+                    return
                 self._send(401, json.dumps({"code": "unauthenticated", "message":
                                             "unknown or already used enrollment token"}).encode(),
                            "application/json")
@@ -170,7 +178,7 @@ def dist() -> Path:
 
 
 @contextlib.contextmanager
-def fake_up(dist: Path, **options: bool) -> Iterator[FakeUp]:
+def fake_up(dist: Path, **options: Any) -> Iterator[FakeUp]:
     up = FakeUp(dist, **options)
     try:
         yield up
@@ -232,6 +240,31 @@ def test_a_second_tab_says_its_devices_wait_for_the_first(dist: Path) -> None:
               and d["deviceId"] == "41", "the second tab runs the device")
         assert "another tab" not in row_text(browser)
         assert up.enrolls == 2
+
+
+@pytest.mark.browser
+def test_a_page_that_goes_sends_the_states_it_had_not_posted_yet(dist: Path) -> None:
+    """The page posts its devices' states 300 ms after a change; a page reloaded or closed
+    within them sends them as it goes (before, they were lost, and `fedhh up`'s summary lacked
+    the round a device had just ended)."""
+    refuse = threading.Event()
+    with fake_up(dist, refuse_enroll=True, refuse_when=refuse) as up, \
+            webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        up.wait_for(lambda: up.enrolls == 1 and any(up.posts), "the enrolling device posted")
+        refuse.set()
+        # The page leaves within a few ms of the device's failure, well inside the 300 ms.
+        left = browser.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const failed = () => window.fedhhDemo?.devices?.[0]?.state === "failed";
+            const leave = () => { done(true); setTimeout(() => location.replace("about:blank")); };
+            const poll = () => failed() ? leave() : setTimeout(poll, 2);
+            poll();""")
+        assert left is True
+        up.wait_for(lambda: any(d and d[0]["state"] == "failed" for d in up.posts),
+                    "the failed device's state posted as the page went")
+        failed = next(d[0] for d in up.posts if d and d[0]["state"] == "failed")
+        assert "unknown or already used enrollment token" in failed["error"], failed
 
 
 @pytest.mark.browser

@@ -228,10 +228,27 @@ function schedulePost(): void {
   if (postTimer !== undefined) return;
   postTimer = setTimeout(() => {
     postTimer = undefined;
-    fetch("status", { method: "POST", headers: { "Content-Type": "application/json" },
-                      body: JSON.stringify({ devices: views }) }).catch(() => undefined);
+    postStates(false);
   }, 300);
 }
+
+function postStates(keepalive: boolean): void {
+  const send = (alive: boolean) => fetch("status", {
+    method: "POST", headers: { "Content-Type": "application/json" }, keepalive: alive,
+    body: JSON.stringify({ devices: views }) });
+  // (a keepalive body is capped at 64 KiB: a larger one goes as an ordinary post)
+  send(keepalive).catch(() => keepalive ? send(false).catch(() => undefined) : undefined);
+}
+
+// A post still waiting for its timer when the page goes (reloaded, closed, navigated away) is
+// sent at once, kept alive past the page: before, the states of its last 300 ms were lost, and
+// `fedhh up`'s summary lacked the round a device had just ended.
+addEventListener("pagehide", () => {
+  if (postTimer === undefined) return;
+  clearTimeout(postTimer);
+  postTimer = undefined;
+  postStates(true);
+});
 
 async function pollProgress(): Promise<void> {
   const out = document.getElementById("progress");
