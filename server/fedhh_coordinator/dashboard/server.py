@@ -37,7 +37,7 @@ from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
 from fedhh_coordinator.dashboard.live import LiveStreams
 from fedhh_coordinator.dashboard.markup import Html
 from fedhh_coordinator.dashboard.results import Hit
-from fedhh_coordinator.dashboard.views import Views
+from fedhh_coordinator.dashboard.views import RunDetail, Views
 from fedhh_coordinator.runs import RUN_ID
 
 log = logging.getLogger(__name__)
@@ -344,12 +344,18 @@ class Dashboard:
     async def runs(self, request: web.Request) -> web.Response:
         return html_response(pages.runs_page(await self.views.runs(), self.demo_url))
 
+    async def _detail(self, run_id: str) -> RunDetail:
+        """``Views.run`` of the run as its page, its downloads and each render of its live page
+        show it: the planner asked once, its deny list displayed once and its row read, each in
+        a thread (NotFoundError or StoreDamaged as ``Views.run``)."""
+        await self.views.ask_planner(run_id)
+        deny = await self.views.show_deny(run_id)
+        return self.views.run(run_id, deny, await self.views.read(run_id))
+
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
-        await self.views.ask_planner(run_id)
-        await self.views.show_deny(run_id)
         try:
-            detail = self.views.run(run_id, read=await self.views.read(run_id))
+            detail = await self._detail(run_id)
         except NotFoundError:
             return html_response(pages.not_found(f"There is no run {run_id!r}."), 404)
         except StoreDamaged as damage:
@@ -364,10 +370,8 @@ class Dashboard:
 
     async def download(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
-        await self.views.ask_planner(run_id)
-        await self.views.show_deny(run_id)
         try:
-            detail = self.views.run(run_id, read=await self.views.read(run_id))
+            detail = await self._detail(run_id)
         except NotFoundError:
             raise web.HTTPNotFound(text="no such run") from None
         except StoreDamaged as damage:
