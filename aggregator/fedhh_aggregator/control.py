@@ -3,8 +3,9 @@ CancelRound, GetOutcome), as transport-agnostic handlers (Flower's servicer -> h
 
 The servicers (``servicers.py``, ``combiner_service.py``) parse a request, call a handler and
 turn its values into messages with ``control_wire``; the state changes are here: a round whose
-abort was reported, or whose sum was streamed whole, is forgotten and counted. A combiner's
-outcome merges its shards' outcomes, as their workers tell them, into one answer.
+abort was reported, or whose sum was streamed whole (or, held for the coordinator, confirmed
+delivered), is forgotten and counted. A combiner's outcome merges its shards' outcomes, as
+their workers tell them, into one answer.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class ResultReport:
 
 class _Finishing(Protocol):
     round_id: bytes
+    state: RoundState
 
     async def wait_finished(self, wait_s: float) -> RoundState: ...
 
@@ -97,13 +99,21 @@ class ControlHandler(ABC, Generic[R]):
         return self._registry.durable
 
     async def get_result(self, round_id: bytes, wait_s: float,
-                         send: Callable[[ResultReport], Awaitable[None]]) -> None:
+                         send: Callable[[ResultReport], Awaitable[None]], *,
+                         hold: bool = False) -> None:
         """Wait up to ``wait_s`` for the round to finish and ``send`` its report. Once a
         finished round's report was sent whole (every chunk handed to the transport), the
         coordinator has it: the round is forgotten, leaving its tombstone. An aborted round is
         forgotten also when its report could not be sent (the call cancelled or cut: the
         coordinator crashed or left): the report carries no sum, and its tombstone answers
-        GetOutcome; before, the round stayed held until its outcome expired."""
+        GetOutcome; before, the round stayed held until its outcome expired.
+
+        ``hold``: a released sum sent whole is kept, for another GetResult, until the
+        coordinator says it read it (``cancel`` with ``delivered``) or its outcome expires.
+        Handed to the transport is not read: the coordinator reads the sum only once its
+        charge is stored, and a store that stays away past the call's deadline left a sum
+        sent whole unread, and before, dropped here (the attempt charged as lost and its
+        round run again)."""
         round_ = self._registry.by_round(round_id)
         state = await round_.wait_finished(wait_s)
         report = self._report(round_, state)
@@ -117,13 +127,24 @@ class ControlHandler(ABC, Generic[R]):
         if state == RoundState.ABORTED:
             self._registry.forget(round_, "its abort was reported to the coordinator")
             self._count("aborted")
-        elif state == RoundState.RELEASED:
-            self._registry.forget(round_, f"the {self.sum_name} was delivered to the "
-                                  "coordinator", delivered=True)
-            self._count("delivered")
+        elif state == RoundState.RELEASED and not hold:
+            self._delivered(round_)
 
-    async def cancel(self, round_id: bytes) -> RoundState:
-        """Abort a running round, or drop a finished one's sum; idempotent."""
+    def _delivered(self, round_: R) -> None:
+        self._registry.forget(round_, f"the {self.sum_name} was delivered to the coordinator",
+                              delivered=True)
+        self._count("delivered")
+
+    async def cancel(self, round_id: bytes, *, delivered: bool = False) -> RoundState:
+        """Abort a running round, or drop a finished one's sum; idempotent. ``delivered``:
+        the coordinator read a released sum (held for it: ``get_result``'s ``hold``), dropped
+        as delivered rather than cancelled."""
+        if delivered:
+            with contextlib.suppress(FedhhError):  # (no longer held: answered as a cancel)
+                round_ = self._registry.by_round(round_id)
+                if round_.state == RoundState.RELEASED:
+                    self._delivered(round_)
+                    return RoundState.RELEASED
         return await self._registry.cancel(round_id)
 
     @abstractmethod

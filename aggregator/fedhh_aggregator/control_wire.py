@@ -51,13 +51,15 @@ class ControlCalls:
                         context: grpc.aio.ServicerContext) -> None:
         self._auth.check(context)
         await self._control.get_result(check_round_id(request.round_id), request.wait_ms / 1000,
-                                       lambda report: write_result(context, report))
+                                       lambda report: write_result(context, report),
+                                       hold=request.hold)
 
     @status_errors
     async def CancelRound(self, request: pb.CancelRoundRequest,
                           context: grpc.aio.ServicerContext) -> pb.CancelRoundResponse:
         self._auth.check(context)
-        state = await self._control.cancel(check_round_id(request.round_id))
+        state = await self._control.cancel(check_round_id(request.round_id),
+                                           delivered=request.delivered)
         return pb.CancelRoundResponse(state=STATE_TO_PB[state])
 
     @status_errors

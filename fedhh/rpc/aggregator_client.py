@@ -110,17 +110,19 @@ class AggregatorControl(ControlClient):
 
     async def result(self, round_id: bytes, timeout: float,
                      on_release: ReleaseHook | None = None, *,
-                     dimension: int | None = None) -> AggregateResult:
+                     dimension: int | None = None, hold: bool = False) -> AggregateResult:
         """Wait up to ``timeout`` seconds for the round's sum.
 
         ``on_release(evidence)`` runs before the sum is read (module docstring). Raises
         :class:`RoundAborted` if the round released nothing, ``TimeoutError`` if it is still
         running after ``timeout``, :class:`ReleaseMismatch` for an answer of another round or
         a sum of another ``dimension`` than the round's (when given). The aggregator drops the
-        sum once it has been sent.
+        sum once it has been sent; with ``hold``, once ``cancel(round_id, delivered=True)``
+        says it was read (a hook that fails leaves it for another call).
         """
         return await self._result(round_id, timeout, partial(
-            _read_result, on_release=on_release, round_id=round_id, dimension=dimension))
+            _read_result, on_release=on_release, round_id=round_id, dimension=dimension),
+            hold)
 
     async def outcome(self, round_id: bytes) -> RoundOutcome:
         """What became of the round (GetOutcome): also after its outcome was delivered and,

@@ -107,12 +107,14 @@ class CombinerControl(ControlClient):
 
     async def result(self, round_id: bytes, timeout: float,
                      on_release: ShardsHook | None = None, *,
-                     dimension: int | None = None) -> CombinedResult:
+                     dimension: int | None = None, hold: bool = False) -> CombinedResult:
         """Wait up to ``timeout`` seconds for the round's total (module docstring); an answer
         of another round, or a total of another ``dimension`` (when given), is refused:
-        :class:`~fedhh.rpc.aggregator_client.ReleaseMismatch`."""
+        :class:`~fedhh.rpc.aggregator_client.ReleaseMismatch`. ``hold``: as
+        ``AggregatorControl.result``'s."""
         return await self._result(round_id, timeout, partial(
-            _read_combined, on_release=on_release, round_id=round_id, dimension=dimension))
+            _read_combined, on_release=on_release, round_id=round_id, dimension=dimension),
+            hold)
 
     async def outcome(self, round_id: bytes) -> CombinedOutcome:
         r = await self._outcome(round_id)

@@ -271,14 +271,15 @@ class ControlClient:
             raise domain_error(error) from error
 
     async def _result(self, round_id: bytes, timeout: float,
-                      read: Callable[[Any], Awaitable[R | None]]) -> R:
+                      read: Callable[[Any], Awaitable[R | None]], hold: bool = False) -> R:
         """Long-poll GetResult until the round's result, for up to ``timeout`` seconds;
         ``read`` reads one GetResult stream: the result, or None while the round runs."""
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         while True:
             wait_ms = int(min(max(0.0, until - loop.time()), _SERVER_WAIT_CAP_S) * 1000)
-            call = self._stub.GetResult(pb.GetResultRequest(round_id=round_id, wait_ms=wait_ms),
+            call = self._stub.GetResult(pb.GetResultRequest(round_id=round_id, wait_ms=wait_ms,
+                                                            hold=hold),
                                         metadata=self._metadata,
                                         timeout=wait_ms / 1000 + self._call_timeout)
             try:
@@ -312,9 +313,11 @@ class ControlClient:
     async def _outcome(self, round_id: bytes) -> pb.GetOutcomeResponse:
         return await self._unary(self._stub.GetOutcome, pb.GetOutcomeRequest(round_id=round_id))
 
-    async def cancel(self, round_id: bytes) -> str:
+    async def cancel(self, round_id: bytes, *, delivered: bool = False) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's
-        state afterwards ("running", "released" or "aborted"). Idempotent."""
+        state afterwards ("running", "released" or "aborted"). Idempotent. ``delivered``: the
+        sum (held: ``result``'s ``hold``) was read, and is dropped as delivered."""
         response = await self._unary(self._stub.CancelRound,
-                                     pb.CancelRoundRequest(round_id=round_id))
+                                     pb.CancelRoundRequest(round_id=round_id,
+                                                           delivered=delivered))
         return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()

@@ -390,12 +390,14 @@ class OpenRoundResponse(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetResultRequest(_message.Message):
-    __slots__ = ("round_id", "wait_ms")
+    __slots__ = ("round_id", "wait_ms", "hold")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
     round_id: bytes
     wait_ms: int
-    def __init__(self, round_id: _Optional[bytes] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    hold: bool
+    def __init__(self, round_id: _Optional[bytes] = ..., wait_ms: _Optional[int] = ..., hold: _Optional[bool] = ...) -> None: ...
 
 class ResultHeader(_message.Message):
     __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason", "reached_unmask", "survivor_count", "signature_count", "shards")
@@ -530,10 +532,12 @@ class StageCount(_message.Message):
     def __init__(self, stage: _Optional[_Union[SecAggStage, str]] = ..., devices: _Optional[int] = ...) -> None: ...
 
 class CancelRoundRequest(_message.Message):
-    __slots__ = ("round_id",)
+    __slots__ = ("round_id", "delivered")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
     round_id: bytes
-    def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
+    delivered: bool
+    def __init__(self, round_id: _Optional[bytes] = ..., delivered: _Optional[bool] = ...) -> None: ...
 
 class CancelRoundResponse(_message.Message):
     __slots__ = ("state",)

@@ -508,14 +508,16 @@ class AggregatorControlServicer:
         stream is a ResultHeader, then, if released, the evidence of its contributors (U3 and their
         consistency signatures, in ReleaseEvidencePart messages) and the sum's little-endian bytes
         in chunks of at most 1 MiB. After the whole sum was sent the aggregator drops it: a second
-        GetResult answers FAILED_PRECONDITION (GetOutcome still answers RELEASED, delivered).
+        GetResult answers FAILED_PRECONDITION (GetOutcome still answers RELEASED, delivered);
+        unless `hold` was asked, which keeps it until a CancelRound with `delivered`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CancelRound(self, request, context):
-        """Abort a running round (nothing is released), or drop a released, unfetched sum.
+        """Abort a running round (nothing is released), or drop a released, unfetched sum; with
+        `delivered`, drop a sum held for the coordinator (GetResult's `hold`) as delivered.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -36,7 +36,12 @@ class _ServiceControl(ABC):
     round's answer is refused (the attempt aborted, charged as one that reached unmasking, the
     round cancelled at the service), as is a sum whose dimension is not the round's (its
     config's, also for a round resumed after a restart). Before, either was read as this
-    round's release."""
+    round's release.
+
+    The service holds a released sum until the coordinator says it read it (GetResult's
+    ``hold``, then CancelRound's ``delivered``): a hook that did not let the sum be read (its
+    charge waiting for a store that stayed away past the call's deadline) leaves it there for
+    the attempt's resume. Before, a sum sent whole was dropped by the service, read or not."""
 
     def __init__(self, client: AggregatorControl | CombinerControl, kind: str) -> None:
         self.client = client
@@ -55,7 +60,7 @@ class _ServiceControl(ABC):
 
         try:
             result = await self.client.result(round_id, timeout_s, guarded,
-                                              dimension=dimension)
+                                              dimension=dimension, hold=True)
         except ReleaseMismatch as mismatch:
             with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
                 await self.client.cancel(round_id)  # whatever it holds of this round: dropped
@@ -72,6 +77,9 @@ class _ServiceControl(ABC):
             if isinstance(error, grpc.aio.AioRpcError):
                 raise AggregatorUnavailable(error.code().name) from None
             raise AggregatorUnavailable(str(error)) from None
+        # (unconfirmed, the sum is held until the service's --result-ttl: nothing to redo)
+        with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
+            await self.client.cancel(round_id, delivered=True)
         return result.total, result.num_contributors
 
     @abstractmethod

@@ -83,6 +83,7 @@ from fedhh_coordinator.aggregation import (
     RoundService,
 )
 from fedhh_coordinator.budgets import RunAdmission
+from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.plans import (
     RoundPlan,
@@ -413,6 +414,12 @@ class NetworkLink:
                                 judgement.proven)
             try:
                 await charge(judgement.charge)
+            except StoreUnavailable:
+                # The sum stays unread at the service, which holds it for the attempt's resume
+                # once the store answers (the charge written then, once: ``_ServiceControl``).
+                # Before, it was cancelled here: a store away past the charge's patience (a
+                # disk full for 20 s) lost the round's sum, charged, and its round ran again.
+                raise
             except BaseException:
                 with contextlib.suppress(FedhhError):
                     await service.cancel(round_id)  # the sum is dropped unread

@@ -44,7 +44,9 @@ STORE_RETRY_MAX_S = 30.0
 # patience: half of it, so that the other half holds the last try (PostgreSQL's 10 s connect
 # timeout and its 1 s lock wait at most) and the sum's read. Before, the patience was the whole
 # 30 s, and a charge written late in it found the call past its deadline: the sum lost unread
-# and the round run again, charged twice. Derived, so that the two cannot drift apart.
+# and the round run again, charged twice. Derived, so that the two cannot drift apart. A store
+# away past it loses nothing: the service holds the unread sum (GetResult's hold), and the
+# attempt is resumed, and its sum read, once the store answers (only a longer wait, the call's).
 CHARGE_PATIENCE_S = CALL_TIMEOUT_S / 2
 CHARGE_RETRY_MAX_S = 4.0
 # A running run's error while its cancel waits for the round under way (Runner.cancel).
@@ -192,7 +194,9 @@ class Runner:
 
         No try starts past ``charge_patience_s`` (``CHARGE_PATIENCE_S`` says why): a pause
         that overran it (the event loop held by another task's synchronous call) ends the
-        tries with the last one's error. Before, the try after it was made all the same."""
+        tries with the last one's error. Before, the try after it was made all the same. That
+        error leaves the sum held unread at the service for the attempt's resume once the
+        store answers (``NetworkLink._fetch``)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.charge_patience_s
         backoff, warned = Backoff(self.charge_retry_s, CHARGE_RETRY_MAX_S), False

@@ -155,6 +155,46 @@ def test_outcomes_outlive_their_delivery(tmp_path: Path) -> None:
         run(scenario(agg), timeout=120)
 
 
+class _StoreAway(Exception):
+    """The coordinator's charge could not be written: the hook lets nothing of the sum be
+    read."""
+
+
+def test_a_held_sum_is_kept_until_the_coordinator_says_it_read_it(tmp_path: Path) -> None:
+    """GetResult with ``hold``: a fetch whose release hook fails (the coordinator's store
+    away) leaves the sum at the aggregator, whole or not on the wire; the next fetch reads it,
+    and CancelRound's ``delivered`` drops it as delivered. Before, a sum sent whole was dropped
+    (the 8-device sum here fits the transport's buffers): the attempt charged as lost."""
+    cohort = _cohort(b"sec/held", seed=3)
+
+    async def refuse(evidence: ReleaseEvidence) -> None:
+        raise _StoreAway
+
+    async def scenario(agg: AggregatorProcess) -> None:
+        channel = agg.channel()
+        try:
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 60, refuse, hold=True))
+            await _everyone(channel, cohort)
+            with pytest.raises(_StoreAway):
+                await fetch
+            held = await control.outcome(cohort.round_id)
+            assert (held.state, held.sum_available, held.delivered) == ("released", True, False)
+            result = await control.result(cohort.round_id, 5, hold=True)
+            assert result.num_contributors == N
+            assert await control.cancel(cohort.round_id, delivered=True) == "released"
+            read = await control.outcome(cohort.round_id)
+            assert (read.state, read.sum_available, read.delivered) == ("released", False, True)
+            with pytest.raises(StateError):  # dropped now
+                await control.result(cohort.round_id, 0, hold=True)
+        finally:
+            await channel.close()
+
+    with AggregatorProcess(tmp_path) as agg:
+        run(scenario(agg), timeout=120)
+
+
 async def _reach_unmask(channel: grpc.aio.Channel, cohort: Cohort) -> None:
     """Every device answers up to the consistency check and holds back its unmask shares."""
     outcomes = await _everyone(channel, cohort, drop=Stage.UNMASK)

@@ -1,6 +1,7 @@
 """The control handlers the aggregator and the combiner share (fedhh_aggregator.control): a
-reported outcome is forgotten and counted in both services; the combiner's outcome merges its
-shards'. Fake registries and rounds: no network."""
+reported outcome is forgotten and counted in both services, a held sum once the coordinator
+says it read it; the combiner's outcome merges its shards'. Fake registries and rounds: no
+network."""
 
 from __future__ import annotations
 
@@ -137,6 +138,39 @@ def test_a_released_sum_not_read_is_kept(kind: str) -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(_handler(kind, registry).get_result(b"r", 0, send))
     assert registry.forgotten == []  # the coordinator asks again for the sum
+
+
+@pytest.mark.parametrize("kind", ["aggregator", "combiner"])
+def test_a_held_sum_sent_whole_is_kept_until_the_coordinator_says_it_read_it(kind: str) -> None:
+    """GetResult's hold: a sum handed to the transport whole may be unread (the coordinator's
+    charge waiting for its store); it is sent again to the next GetResult, and dropped, as
+    delivered, once CancelRound says it was read. Before, it was dropped once sent."""
+    registry = _FakeRegistry(_round(RoundState.RELEASED, released=True))
+    before = _count(kind, "delivered")
+    sent: list[ResultReport] = []
+
+    async def send(report: ResultReport) -> None:
+        sent.append(report)
+
+    async def fetched_twice_then_read() -> RoundState:
+        handler = _handler(kind, registry)
+        await handler.get_result(b"r", 0, send, hold=True)
+        await handler.get_result(b"r", 0, send, hold=True)
+        assert registry.forgotten == [] and _count(kind, "delivered") == before
+        return await handler.cancel(b"r", delivered=True)
+
+    assert asyncio.run(fetched_twice_then_read()) == RoundState.RELEASED
+    assert [r.total is not None and r.num_contributors == 3 for r in sent] == [True, True]
+    assert [d for _, d in registry.forgotten] == [True]
+    assert _count(kind, "delivered") == before + 1
+
+
+@pytest.mark.parametrize("kind", ["aggregator", "combiner"])
+def test_a_running_round_told_delivered_is_cancelled_as_ever(kind: str) -> None:
+    registry = _FakeRegistry(_round(RoundState.RUNNING))
+    handler = _handler(kind, registry)
+    assert asyncio.run(handler.cancel(b"r", delivered=True)) == RoundState.RUNNING
+    assert registry.forgotten == []
 
 
 def test_the_combiners_outcome_merges_its_shards() -> None:

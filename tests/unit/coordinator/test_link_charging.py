@@ -229,8 +229,8 @@ class FakeCombiner:
         if self.forgets:
             return AggregatorOutcome("never", reason="the combiner journals its rounds and has "
                                      "no record of it")
-        if self.holds_sum:
-            return AggregatorOutcome("released", True, True)
+        if self.holds_sum:  # (until the coordinator cancels it: the sum dropped)
+            return AggregatorOutcome("released", True, round_id not in self.cancelled)
         if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
             return AggregatorOutcome("running", stage="SHARE_KEYS")
         return AggregatorOutcome("aborted", reached_unmask=True, reason="gone",
@@ -776,11 +776,16 @@ def test_a_store_lost_for_a_moment_at_the_charge_is_waited_for_and_the_sum_read(
     assert spends(store, "run") == [(0, 1, DEVICES)]
 
 
-def test_a_store_that_stays_away_past_the_patience_leaves_the_sum_unread(
+def test_a_store_away_past_the_patience_leaves_the_sum_held_and_read_once_it_is_back(
         tmp_path: Path) -> None:
+    """The store stays away past the charge's patience (a disk full for longer): the total
+    is left unread and uncharged at the service, which holds it (GetResult's hold), and once
+    the store answers the runner's next drive resumes the attempt, charges it once and reads
+    it. Before, the link cancelled the total: the attempt was charged as lost, its round run
+    again (two charges for one round's reports, the first for nothing)."""
     store = Store(tmp_path / "coordinator.sqlite")
     fleet = Fleet(store)
-    combiner = FakeCombiner(Plan(every("released")), fleet.keys)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, holds_sum=True)
     flaky_charges(store, 1_000_000)
 
     async def go() -> None:
@@ -789,11 +794,16 @@ def test_a_store_that_stays_away_past_the_patience_leaves_the_sum_unread(
         coordinator.runner.charge_retry_s = coordinator.runner.charge_patience_s = 0.01
         with pytest.raises(StoreUnavailable):  # (the runner waits for the store, then resumes)
             await asyncio.wait_for(coordinator.drive("run"), 60)
+        assert attempts(store, "run") == [(1, "open", 0)]  # nothing read, nothing recorded
+        assert spends(store, "run") == []
+        assert not combiner.cancelled  # the total held unread at the service
+        del store.charge_round  # (the store takes writes again)
+        await asyncio.wait_for(coordinator.drive("run"), 60)
 
     asyncio.run(go())
-    assert attempts(store, "run") == [(1, "open", 0)]  # nothing read, nothing recorded
-    assert spends(store, "run") == []
-    assert combiner.cancelled  # the total dropped unread at the service
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert store.run("run").state == "done" and not combiner.cancelled
 
 
 def test_a_run_id_reused_in_a_fresh_store_opens_rounds_of_new_ids(tmp_path: Path) -> None:
