@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.backoff import ceiling
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
+from fedhh.rpc.channel_pool import DEVICE_CALLS_PER_CONNECTION
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.rpc.device_client import RetryPolicy, Transport
@@ -172,7 +173,7 @@ _RETRIED = RETRIED_CODES | _SHED | {grpc.StatusCode.DEADLINE_EXCEEDED}
 # one process, 5,000 per worker: 141 of 20,000 advertised their keys before the deadline). A
 # real device has its own connection; a fleet's share one per 1,024, well within the cap with
 # room for reopened streams.
-DEVICES_PER_CONNECTION = 1024
+DEVICES_PER_CONNECTION = DEVICE_CALLS_PER_CONNECTION
 # Session streams of one fleet that may be opening at once (--opens-in-flight): from the
 # stream's start until the device has written its signed answer to the aggregator's challenge,
 # which the aggregator awaits for --upload-idle-ms (5 s). 10,000 devices in one process that

@@ -15,6 +15,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+# The calls a device process puts on one connection to a service by default (``fedhh device
+# --devices-per-connection``; a fleet's ``DEVICES_PER_CONNECTION``): its devices' GetTask
+# long-polls at a coordinator or selector, their session streams at an aggregator.
+DEVICE_CALLS_PER_CONNECTION = 1024
+
+
+def stream_cap_warning(cap: int) -> str:
+    """What to tell the operator of a service that admits ``cap`` streams per connection
+    (--max-streams-per-connection) where that is fewer than ``DEVICE_CALLS_PER_CONNECTION``;
+    "" where it is not. gRPC queues a call past the cap until a stream frees, which for a
+    long-poll or a session is its whole wait, and neither side can settle it alone: a device
+    process cannot learn the cap (gRPC keeps the peer's HTTP/2 SETTINGS to itself), and the
+    service cannot refuse it (a device on a connection of its own, or a process run with a
+    lower --devices-per-connection, is well served by a low cap)."""
+    if cap >= DEVICE_CALLS_PER_CONNECTION:
+        return ""
+    return (f"--max-streams-per-connection {cap:,} is below the {DEVICE_CALLS_PER_CONNECTION:,} "
+            "calls a `fedhh device` process puts on one connection by default "
+            "(--devices-per-connection): its devices' calls past the cap wait for a stream, a "
+            "GetTask long-poll or a session stream holding one for its whole wait. Run device "
+            f"processes with --devices-per-connection {cap} or less")
+
 
 class StubPool:
     """The unary ``methods`` of ``stub_type(channel)`` over channels made by ``make`` as

@@ -29,6 +29,7 @@ from grpc_reflection.v1alpha import reflection_pb2_grpc
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.output_paths import check_output
 from fedhh.rpc import task_census
+from fedhh.rpc.channel_pool import stream_cap_warning
 from fedhh.rpc.health import Health, Reflection
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
@@ -654,6 +655,9 @@ def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
     ``credential_checks`` are refused unread (:class:`CredentialGate`); a unary request is due
     under ``request_waits`` (:class:`RequestDeadline`; by default ``RequestWaits("grpc")``);
     requests that do not parse are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
+    if max_concurrent_streams is not None and (note := stream_cap_warning(
+            max_concurrent_streams)):
+        log.warning(note, extra={"max_streams_per_connection": max_concurrent_streams})
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if credential_checks:
         interceptors.append(CredentialGate(credential_checks))
