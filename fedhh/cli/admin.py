@@ -314,8 +314,8 @@ def run(args: argparse.Namespace) -> int:
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
     stored: Any = None  # results with a truncated row: the run (a Run reply; add_causes)
     # Each line of its own on stderr leads with the command, as its errors do: "fedhh admin
-    # start: warning: ..." (where something is not as asked) or "...: note: ..." (before, a
-    # bare "note:", where every other command said "fedhh X: warning:").
+    # start: note: ..." (before, a bare "note:", where every other command said "fedhh X:
+    # warning:"). Notes: the run goes on as the coordinator took it.
     said = f"fedhh admin {args.action}"
     if args.action == "mint-tokens":
         # before minting: tokens the store holds that nobody received are lost seats
@@ -333,13 +333,13 @@ def run(args: argparse.Namespace) -> int:
             reply: Any = client.start_run(to_proto(config), args.run_id)
             note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
-                print(f"{said}: warning: {note}", file=sys.stderr)
+                print(f"{said}: note: {note}", file=sys.stderr)
             from fedhh.cli.simulate import warn_deadline
 
             warn_deadline(from_proto(reply.config), "fedhh admin start", Mode.NETWORK)
             few = fleet_note(client, from_proto(reply.config))
             if few:
-                print(f"{said}: warning: {few}", file=sys.stderr)
+                print(f"{said}: note: {few}", file=sys.stderr)
         elif args.action == "mint-tokens":
             from fedhh.errors import StateError
             from fedhh.rpc.admin_client import PartlyMinted
@@ -404,7 +404,7 @@ def run(args: argparse.Namespace) -> int:
                 # eps_local, for what its budget left of the completion rounds)
                 stored = client.run(args.run_id)
             if reply.state != "done":
-                print(f"{said}: warning: {unfinished_results(reply)}", file=sys.stderr)
+                print(f"{said}: note: {unfinished_results(reply)}", file=sys.stderr)
         elif args.action == "wait":
             # Each round's stages and outcome as they happen, on stderr (stdout stays the
             # JSON): the wait was silent for the minutes a run takes, like a hung command.
@@ -433,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             elif reply.state in ("done", "failed"):
                 # (before, the run came back as it was and nothing said the cancel did nothing)
-                print(f"{said}: warning: run {args.run_id} had already ended ({reply.state}): "
+                print(f"{said}: note: run {args.run_id} had already ended ({reply.state}): "
                       "the cancel changed nothing", file=sys.stderr)
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.

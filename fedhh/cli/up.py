@@ -461,7 +461,7 @@ def _run(args: argparse.Namespace) -> int:
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
             dropped = dropped_completions(config, stored, N_MIN_FLAGS)
             if dropped:
-                narrator.tell(f"fedhh up: warning: {dropped}", indent=False)
+                narrator.tell(f"fedhh up: note: {dropped}", indent=False)
             from fedhh.cli.simulate import warn_deadline
 
             warn_deadline(stored, "fedhh up", Mode.NETWORK)  # (before, the list was cut silently)
@@ -688,7 +688,7 @@ def _print_results(run: Any, results: Any) -> None:
         # the list read as a finished run's, as `fedhh admin results` said already)
         from fedhh.cli.admin import unfinished_results
 
-        print(f"fedhh up: warning: {unfinished_results(run)}")
+        print(f"fedhh up: note: {unfinished_results(run)}")
     count = len(results.heavy_hitters)
     print(f"{count} heavy hitter{'' if count == 1 else 's'} (by round, then estimate; estimates "
           "of different rounds are not comparable, `fedhh simulate --help` says why):")

@@ -81,7 +81,7 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
                  "--target-devices", "450"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
-    assert captured.err.startswith("fedhh admin start: warning: 0 of the 32 completion rounds "
+    assert captured.err.startswith("fedhh admin start: note: 0 of the 32 completion rounds "
                                    "(the default) can be budgeted with 300 devices at eps_agg 2 ")
     named = set(re.findall(r"--[a-z][a-z-]*", captured.err))
     assert {"--min-devices", "--eps-agg"} <= named
@@ -93,7 +93,7 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
                  "start", "--run-id", "r4", "--eps-agg", "2", "--min-devices", "300",
                  "--target-devices", "450", "--completion-rounds", "8"]) == 0
     assert capsys.readouterr().err.startswith(
-        "fedhh admin start: warning: 0 of the 8 completion rounds asked for ")
+        "fedhh admin start: note: 0 of the 8 completion rounds asked for ")
 
 
 class Unavailable(grpc.RpcError):

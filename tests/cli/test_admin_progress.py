@@ -87,7 +87,7 @@ def test_cancel_of_a_run_that_had_ended_says_it_changed_nothing(
                  "cancel", "r3"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["state"] == state
-    assert captured.err == (f"fedhh admin cancel: warning: run r3 had already ended ({state}): "
+    assert captured.err == (f"fedhh admin cancel: note: run r3 had already ended ({state}): "
                             "the cancel changed nothing\n")
 
 

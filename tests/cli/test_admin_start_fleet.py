@@ -28,7 +28,7 @@ def test_too_few_enrolled_is_noted(recorder: Path, capsys: pytest.CaptureFixture
     captured = capsys.readouterr()
     assert json.loads(captured.out)["runId"] == "r1"  # stdout stays the JSON
     note = captured.err.splitlines()[-1]
-    assert note.startswith("fedhh admin start: warning: 123 devices have enrolled so far, "
+    assert note.startswith("fedhh admin start: note: 123 devices have enrolled so far, "
                            "fewer than the run's --min-devices 400: "), note
     assert "fails after its first round's 5 attempts" in note and "admin ... devices" in note
 

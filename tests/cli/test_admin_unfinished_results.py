@@ -39,7 +39,7 @@ def test_results_of_an_unfinished_run_say_they_are_so_far(
     if said is None:
         assert captured.err == ""
     else:
-        assert captured.err.startswith(f"fedhh admin results: warning: {said}: its heavy "
+        assert captured.err.startswith(f"fedhh admin results: note: {said}: its heavy "
                                        "hitters and cut prefixes are those of the 2 rounds "
                                        "released so far")
         assert ("wait r1" in captured.err) == (state == "running")

@@ -117,7 +117,7 @@ def test_up_says_a_failed_runs_list_is_its_released_rounds_so_far(capsys) -> Non
                               rounds=rounds)
         _print_results(run, SimpleNamespace(heavy_hitters=hits, cut_prefixes=[]))
         out = capsys.readouterr().out
-        note = (f"fedhh up: warning: run demo {says}: its heavy hitters and cut prefixes are "
+        note = (f"fedhh up: note: run demo {says}: its heavy hitters and cut prefixes are "
                 "those of the 2 rounds released so far, not a finished run's")
         if says is None:
             assert "released so far" not in out
