@@ -141,15 +141,23 @@ def _forget_frames(error: BaseException) -> None:
     traceback.clear_frames(error.__traceback__)
 
 
+async def _checked(request: Any, context: grpc.aio.ServicerContext, streaming_request: bool
+                   ) -> tuple[Any, grpc.aio.ServicerContext]:
+    """The request (a stream of them, checked as each comes) and the context (its reads
+    checked) that a handler gets; a unary request that does not parse answered
+    INVALID_ARGUMENT here."""
+    if streaming_request:
+        return _checked_stream(request, context), _CheckedReads(context)
+    if isinstance(request, Unparsable):
+        await _reject(context, request)
+    return request, context
+
+
 def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[..., Any]:
     """``behaviour`` with unparsable requests answered INVALID_ARGUMENT."""
     if inspect.isasyncgenfunction(behaviour):
         async def generator(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if streaming_request:
-                request = _checked_stream(request, context)
-                context = _CheckedReads(context)
-            elif isinstance(request, Unparsable):
-                await _reject(context, request)
+            request, context = await _checked(request, context, streaming_request)
             try:
                 async for response in behaviour(request, context):
                     yield response
@@ -159,11 +167,7 @@ def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[.
         return generator
 
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if streaming_request:
-            request = _checked_stream(request, context)
-            context = _CheckedReads(context)
-        elif isinstance(request, Unparsable):
-            await _reject(context, request)
+        request, context = await _checked(request, context, streaming_request)
         try:
             return await behaviour(request, context)
         except BaseException as error:
