@@ -66,7 +66,7 @@ def _integer(text: str) -> int | _Number:
     return int(text) if len(text) <= 20 else _Number(text)  # (a count is 10 digits at most)
 
 
-def _shown(value: object, limit: int = 60) -> str:
+def shown_value(value: object, limit: int = 60) -> str:
     """A string as Python writes it (``'new york'``, escapes visible); any other value as JSON
     wrote it (``true``, ``null``, ``["b"]``, ``1e5``: before, ``True``, ``None``, ``['b']``,
     ``100000.0``), cut to ``limit`` characters."""
@@ -84,6 +84,8 @@ def _write(value: object, parts: list[str], limit: int) -> None:
     may hold every user's items, or arrays nested hundreds deep: written no further)."""
     if sum(map(len, parts)) > limit:
         return
+    if isinstance(value, dict):  # (as json.loads gives an object without _Pairs)
+        value = _Pairs(value.items())
     if isinstance(value, _Number):
         parts.append(value.text)
     elif isinstance(value, list | _Pairs):
@@ -133,29 +135,30 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                     1 <= count <= MAX_COUNT):
                 lists = [key for key, held in value if isinstance(held, list)]
                 record = (f"; an object is one user's item counts, not a record: to give the "
-                          f"items under {_shown(lists[0])}, write that array alone on the line"
+                          f"items under {shown_value(lists[0])}, write that array alone on the line"
                           if lists else "")
                 if len(lists) > 1 and len(lists) == len(value):  # (users keyed by name)
                     record = "; an object is one user's item counts" + _ONE_VALUE
                 raise DatasetError(
-                    f"{where}: item {nth} ({_shown(item)}): its count must be an integer "
-                    f"from 1 to {MAX_COUNT:,}, got {_shown(count)}{record}")
+                    f"{where}: item {nth} ({shown_value(item)}): its count must be an integer "
+                    f"from 1 to {MAX_COUNT:,}, got {shown_value(count)}{record}")
             if item in users:
-                raise DatasetError(f"{where}: item {nth} ({_shown(item)}) is a key given "
+                raise DatasetError(f"{where}: item {nth} ({shown_value(item)}) is a key given "
                                    "before in this object; give each item once, with its count")
             users[item] = count
         return users
     if isinstance(value, list):
         for nth, item in enumerate(value, start=1):
             if isinstance(item, list):  # (an object parses as _Pairs, a list too)
-                raise DatasetError(f"{where}: item {nth} ({_shown(item)}) is a JSON "
-                                   f"{_kind(item)}, not a string; a line is one user's items"
+                raise DatasetError(f"{where}: item {nth} ({shown_value(item)}) is a JSON "
+                                   f"{json_kind(item)}, not a string; a line is one user's items"
                                    + _ONE_VALUE)
             _check(where, nth, item)
             users[item] += 1
         return users
-    raise DatasetError(f"{where}: a JSON {_kind(value)}; each line is one user: a JSON array of "
-                       "items (a repeated item counts again) or an object of item counts")
+    raise DatasetError(f"{where}: a JSON {json_kind(value)}; each line is one user: a JSON "
+                       "array of items (a repeated item counts again) or an object of item "
+                       "counts")
 
 
 def raw_control(char: str) -> str:
@@ -179,19 +182,21 @@ _ONE_VALUE = ("; if the file is one JSON array (or object) of every user, as jso
 def _check(where: str, nth: int, item: object) -> None:
     if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
         # (a number or truth value that is an item, a ZIP code or a year, is one in quotes)
-        shown = _shown(item)
+        shown = shown_value(item)
         quoted = (f"; an item is a JSON string: {json.dumps(shown)}"
                   if isinstance(item, int | _Number) and not shown.endswith("...") else "")
-        raise DatasetError(f"{where}: item {nth} ({shown}) is a JSON {_kind(item)}, not a "
+        raise DatasetError(f"{where}: item {nth} ({shown}) is a JSON {json_kind(item)}, not a "
                            f"string{quoted}")
     if (defect := item_defect(item)) is not None:
-        raise DatasetError(f"{where}: item {nth} ({_shown(item)}) {defect}")
+        raise DatasetError(f"{where}: item {nth} ({shown_value(item)}) {defect}")
 
 
-def _kind(value: object) -> str:
-    return {str: "string", int: "number", _Number: "number", bool: "boolean",
-            type(None): "null", list: "array", _Pairs: "object"}.get(type(value),
-                                                                      type(value).__name__)
+def json_kind(value: object) -> str:
+    """JSON's name for a parsed value's kind, for messages (before, Python's: ``int``,
+    ``NoneType``, ``list``)."""
+    return {str: "string", int: "number", float: "number", _Number: "number", bool: "boolean",
+            type(None): "null", list: "array", dict: "object", _Pairs: "object"}.get(
+                type(value), type(value).__name__)
 
 
 def iter_jsonl_users(
@@ -225,8 +230,9 @@ def iter_jsonl_users(
                     merged = [key for key in user if key.lower() == item.lower()]
                     raise DatasetError(
                         f"{source}: line {number}: --lowercase makes "
-                        f"{', '.join(map(_shown, merged))} one item, {_shown(item.lower())}, "
-                        f"whose count, their sum, is above {MAX_COUNT:,}")
+                        f"{', '.join(map(shown_value, merged))} one item, "
+                        f"{shown_value(item.lower())}, whose count, their sum, is above "
+                        f"{MAX_COUNT:,}")
             user = lowered
         yield user
 

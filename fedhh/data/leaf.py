@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fedhh.data.jsonl import json_kind, raw_control, shown_value
 from fedhh.data.progress import Meter
 from fedhh.data.text import Importer, Separators
 from fedhh.errors import DatasetError
@@ -80,8 +81,6 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         if error.msg.startswith("Invalid control") and error.pos < len(text):
             # (before, "invalid JSON (Invalid control character at)", naming no character)
-            from fedhh.data.jsonl import raw_control
-
             raise DatasetError(
                 f"{path}: line {error.lineno} column {error.colno}: invalid JSON: "
                 f"{raw_control(text[error.pos])} inside a string; JSON holds a control "
@@ -93,7 +92,8 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     except RecursionError:
         raise DatasetError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
-        raise DatasetError(f"{path}: top level is {type(data).__name__}, expected a LEAF object"
+        raise DatasetError(f"{path}: top level is a JSON {json_kind(data)}, expected a LEAF "
+                           "object"
                            + (_every_user(data) or _JSON_LINES if isinstance(data, list)
                               else ""))
     users = data.get("users")
@@ -181,8 +181,8 @@ def _tokens(sample: Any, path: Path, user: str, drop: frozenset[str],
             stack.extend(reversed(node))
         else:
             raise DatasetError(
-                f"{path}: user {user!r}: a sample holds {type(node).__name__} {node!r}; "
-                "expected strings or lists of strings"
+                f"{path}: user {user!r}: a sample holds a JSON {json_kind(node)} "
+                f"({shown_value(node)}); expected strings or lists of strings"
             )
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
+from fedhh.data.jsonl import json_kind, raw_control
 from fedhh.data.text import json_user
 from fedhh.errors import DatasetError
 from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
@@ -238,11 +239,6 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     return list(items)
 
 
-# What json.loads gives, by the names JSON has for it.
-_JSON_KINDS = {int: "number", float: "number", bool: "boolean", type(None): "null",
-               list: "array", dict: "object"}
-
-
 def _json_item_list(source: Path, raw: bytes) -> list[str]:
     """An item list written as one JSON array of strings (UTF-8, a leading byte-order mark
     dropped): each string an item exactly as written, spaces at its ends too; an element
@@ -260,8 +256,6 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
                                f"({error.msg}); a .json item list is one JSON array of "
                                'strings: ["new york", " new york"]') from None
         # (before, "Invalid control character at", naming no character)
-        from fedhh.data.jsonl import raw_control
-
         raise DatasetError(
             f"{source}: line {error.lineno} column {error.colno}: not JSON: "
             f"{raw_control(text[error.pos])} inside a string; JSON holds a control character "
@@ -275,7 +269,7 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
                            f"{kind.get(type(value), 'a number')}")
     items: dict[str, None] = {}
     for nth, item in enumerate(value, start=1):
-        defect = (f"is a JSON {_JSON_KINDS.get(type(item), 'value')}, not a string"
+        defect = (f"is a JSON {json_kind(item)}, not a string"
                   if not isinstance(item, str)  # (JSON's names: before, "is a int")
                   else item_defect(item))
         if defect is None:

@@ -3,7 +3,9 @@ JSON's spelling, not Python's (``true``, ``null``, ``["b"]``, ``1e5``: before, `
 ``None``, ``['b']``, ``100000.0``), and tells how to write a number or truth value that is an
 item (a ZIP code, a year): as a JSON string. An integer of thousands of digits, valid JSON, is
 refused as the number it is (before, "not JSON: Exceeds the limit (4300 digits) for integer
-string conversion ... use sys.set_int_max_str_digits()")."""
+string conversion ... use sys.set_int_max_str_digits()"). A LEAF file's error names a sample
+or its top level by JSON's kinds too (before, "a sample holds NoneType None", "top level is
+list")."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from _data_helpers import import_refused
 
 from fedhh.data.jsonl import import_jsonl
+from fedhh.data.leaf import import_leaf
 
 LONG = "9" * 5000
 
@@ -51,3 +54,17 @@ def test_an_array_of_every_user_is_shown_cut_however_deep(tmp_path: Path) -> Non
     deep = "[" * 900 + "]" * 900  # (within json's recursion; shown no deeper than its cut)
     message = import_refused(import_jsonl, source, f'["a", {deep}]\n')
     assert message.startswith(f"{source}: line 1: item 2 ({'[' * 57}...) is a JSON array"), message
+
+
+@pytest.mark.parametrize(("sample", "said"), [
+    ("5", "a sample holds a JSON number (5)"),
+    ("null", "a sample holds a JSON null (null)"),
+    ('{"a": [1, true]}', 'a sample holds a JSON object ({"a": [1, true]})'),
+])
+def test_a_leaf_sample_is_named_by_json_kinds(tmp_path: Path, sample: str, said: str) -> None:
+    source = tmp_path / "leaf.json"
+    text = f'{{"users": ["u"], "user_data": {{"u": {{"x": [["a", {sample}]], "y": [0]}}}}}}'
+    message = import_refused(import_leaf, source, text)
+    assert message == f"{source}: user 'u': {said}; expected strings or lists of strings"
+    assert import_refused(import_leaf, source, "[1, 2]").startswith(
+        f"{source}: top level is a JSON array, expected a LEAF object")
