@@ -231,10 +231,12 @@ def _inspect(args: argparse.Namespace) -> int:
     if dataset.provenance:
         print(f"  provenance: {dataset.provenance}")
     _print_summary(summary)
+    # (grouped as the counts above them are: a user's weighted list of page views holds
+    # millions; before, "1000001 / 4294967295" under "tokens: 4,295,967,296")
     print("  words per user (10/50/90/99%): "
-          + " / ".join(map(str, report["words_per_user_quantiles"].values())))
+          + " / ".join(f"{v:,}" for v in report["words_per_user_quantiles"].values()))
     print("  distinct words per user (10/50/90/99%): "
-          + " / ".join(map(str, report["distinct_words_per_user_quantiles"].values())))
+          + " / ".join(f"{v:,}" for v in report["distinct_words_per_user_quantiles"].values()))
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
     # (the column fits the longest, a long URL too, up to 160 columns; a longer item, a blob of
@@ -278,8 +280,8 @@ def _quantiles(values: np.ndarray, qs: list[float]) -> dict[str, int]:
 def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  users: {summary['users']:,}   vocabulary: {summary['vocabulary']:,}   "
           f"entries: {summary['entries']:,}   tokens: {summary['tokens']:,}")
-    print(f"  mean words per user: {summary['mean_words_per_user']:.1f}   "
-          f"mean distinct words per user: {summary['mean_distinct_words_per_user']:.1f}   "
+    print(f"  mean words per user: {summary['mean_words_per_user']:,.1f}   "
+          f"mean distinct words per user: {summary['mean_distinct_words_per_user']:,.1f}   "
           f"users without items: {summary['users_without_items']:,}")
 
 

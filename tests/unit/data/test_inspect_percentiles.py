@@ -32,3 +32,14 @@ def test_percentiles_of_word_counts_are_whole_numbers(
     shown = capsys.readouterr().out
     assert "  words per user (10/50/90/99%): 1 / 5 / 9 / 11\n" in shown, shown
     assert "  distinct words per user (10/50/90/99%): 1 / 5 / 9 / 10\n" in shown, shown
+
+
+def test_large_counts_are_grouped_as_the_totals_are(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "views.jsonl"  # (weighted lists: a user's page views)
+    src.write_text('{"a": 1000000, "b": 1}\n{"a": 4294967295}\n', encoding="utf-8")
+    assert main(["data", "inspect", str(src), "--top", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "tokens: 4,295,967,296\n" in shown, shown
+    assert "  mean words per user: 2,147,983,648.0   mean distinct words per user: 1.5" in shown
+    assert "  words per user (10/50/90/99%): 1,000,001 / 1,000,001 / 4,294,967,295 / " in shown
