@@ -145,6 +145,11 @@ COMPRESSED = {".gz": (rb"\x1f\x8b", "gzip", "zcat"),
               ".zip": (rb"PK\x03\x04", "zip", "unzip -p")}
 
 
+# The names of a JSON-lines file (fedhh.data.jsonl): .ndjson is the same format's other name
+# (newline-delimited JSON, as exports and log tools write it; before, "unknown dataset file type").
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
 def compressed_problem(path: str | os.PathLike[str], head: bytes | None = None) -> str | None:
     """Why ``path`` is not read, with the command line that reads it, when it is compressed:
     by its first bytes ``head``, or else by its name's last suffix; None when it is not.
@@ -163,7 +168,8 @@ def compressed_problem(path: str | os.PathLike[str], head: bytes | None = None) 
     kind, tool = found
     # (the format inside: users.txt.gz holds text; a .txt that is gzip inside, too)
     inner = os.path.splitext(base)[1] if suffix.lower() in COMPRESSED else suffix
-    form = {".txt": "text", ".jsonl": "jsonl"}.get(inner.lower(), "text|jsonl")
+    form = ("text" if inner.lower() == ".txt" else "jsonl" if inner.lower() in
+            JSON_LINES_SUFFIXES else "text|jsonl")
     return (f"it is {kind}-compressed{' (by its first bytes)' if head is not None else ''}, "
             "which fedhh does not read: give it through a pipe, as in `fedhh data import "
             f"--format {form} <({tool} {shlex.quote(name)}) --out DIR`, or decompressed to a "

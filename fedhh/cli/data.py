@@ -82,8 +82,8 @@ def register(subparsers: Any) -> None:
                      type=_import_format,
                      help="input format (jsonl: one JSON array or object of counts a user, for "
                           "items with spaces; docs/datasets.md); default: by the path, as "
-                          "--dataset reads it: .txt text, .jsonl jsonl, .json or a folder of "
-                          "them leaf")
+                          "--dataset reads it: .txt text, .jsonl or .ndjson jsonl, .json or a "
+                          "folder of them leaf")
     imp.add_argument("--out", type=options.output_path, required=True,
                      help="dataset directory to write (a new or empty folder, or an earlier "
                           "dataset with --force)")
@@ -94,7 +94,7 @@ def register(subparsers: Any) -> None:
 
     inspect = actions.add_parser("inspect", help="summary statistics and top items")
     inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, .jsonl, "
-                         "LEAF)")
+                         ".ndjson, LEAF)")
     inspect.add_argument("--top", type=options.positive_int, default=20,
                          help="top items to list (default 20)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")

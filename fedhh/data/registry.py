@@ -8,8 +8,9 @@
   ``synthetic-urls`` and ``synthetic-emoji`` (items other than English words:
   `fedhh.data.itemsets`). They are built once into the cache folder;
 - a dataset directory (holding ``meta.json``);
-- a ``.txt`` file in the text format (`fedhh.data.text`), a ``.jsonl`` file in the JSON-lines
-  format (`fedhh.data.jsonl`, items that may hold spaces) or a LEAF ``.json`` file or a
+- a ``.txt`` file in the text format (`fedhh.data.text`), a ``.jsonl`` (or ``.ndjson``) file
+  in the JSON-lines format (`fedhh.data.jsonl`, items that may hold spaces) or a LEAF ``.json``
+  file or a
   directory of them (`fedhh.data.leaf`), converted once into ``<cache>/imported/``. A changed
   file (size or modification time) is converted again.
 
@@ -34,7 +35,7 @@ from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.itemsets import ITEMSETS_VERSION
 from fedhh.data.progress import announce
 from fedhh.errors import DatasetError
-from fedhh.input_files import compressed_problem, missing_reason
+from fedhh.input_files import JSON_LINES_SUFFIXES, compressed_problem, missing_reason
 
 logger = logging.getLogger(__name__)
 
@@ -296,8 +297,8 @@ def source_format(path: Path) -> str:
             return "leaf"
         # (a folder of the one-file formats, say users.jsonl alone: before, refused without
         # naming the file that a folder cannot be read for)
-        files = sorted(f for f in path.rglob("*") if f.suffix.lower() in (".txt", ".jsonl")
-                       and f.is_file())
+        files = sorted(f for f in path.rglob("*") if f.suffix.lower() in (
+            ".txt", *JSON_LINES_SUFFIXES) and f.is_file())
         held_files = (f"; it holds {len(files)} text or JSON-lines file"
                       f"{'' if len(files) == 1 else 's'}, which a folder is not read for: give "
                       f"the file itself, such as {files[0]}" if files else "")
@@ -312,7 +313,7 @@ def source_format(path: Path) -> str:
         return "leaf"
     if path.suffix.lower() == ".txt":
         return "text"
-    if path.suffix.lower() == ".jsonl":
+    if path.suffix.lower() in JSON_LINES_SUFFIXES:
         return "jsonl"
     if (compressed := compressed_problem(path)) is not None:
         raise DatasetError(f"{path}: {compressed}")
@@ -320,9 +321,9 @@ def source_format(path: Path) -> str:
                "a .jsonl file; docs/datasets.md)"
                if path.suffix.lower() in (".csv", ".tsv") else "")
     raise DatasetError(f"{path}: unknown dataset file type {path.suffix!r}; expected .txt (text "
-                       "format), .jsonl (JSON lines) or .json (LEAF), or, for a file in one of "
-                       f"these formats under another name, `fedhh data import --format "
-                       f"text|jsonl|leaf`{tabular}")
+                       "format), .jsonl or .ndjson (JSON lines) or .json (LEAF), or, for a file "
+                       "in one of these formats under another name, `fedhh data import "
+                       f"--format text|jsonl|leaf`{tabular}")
 
 
 def resolve_dataset_path(

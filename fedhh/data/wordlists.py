@@ -40,7 +40,13 @@ from fedhh.data.dataset import atomic_file, item_defect
 from fedhh.data.jsonl import json_kind, raw_control
 from fedhh.data.text import json_user
 from fedhh.errors import DatasetError
-from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
+from fedhh.input_files import (
+    JSON_LINES_SUFFIXES,
+    LIST_FILE_BYTES,
+    not_utf8,
+    read_whole,
+    wide_encoding_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +169,7 @@ def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
     drops as an editor's mark, keeping the item's own."""
     out = Path(path)
     suffix = out.suffix.lower()
-    if suffix == ".jsonl":
+    if suffix in JSON_LINES_SUFFIXES:
         # (before, written one a line: read back so then, refused since)
         raise DatasetError(f"{out}: an item list is {_FORMATS}, not JSON lines")
     for i, item in enumerate(items):
@@ -208,7 +214,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         raise DatasetError(f"{source}: {problem}; an item list is UTF-8: save it so")
     if source.suffix.lower() == ".json":
         return _json_item_list(source, raw)
-    if source.suffix.lower() == ".jsonl":
+    if source.suffix.lower() in JSON_LINES_SUFFIXES:
         # (read one item a line, its lines' brackets and quotes were parts of items that no
         # user holds: the list denied nothing, silently)
         raise DatasetError(f"{source}: an item list is {_FORMATS}, not JSON lines")

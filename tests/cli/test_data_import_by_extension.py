@@ -17,6 +17,9 @@ from fedhh.data.dataset import load_dataset
 @pytest.mark.parametrize("name, text, users", [
     ("comments.txt", "hello world hello\nfoo bar\n", 2),
     ("queries.jsonl", '["new york", "a b"]\n["new york"]\n["x"]\n', 3),
+    # (JSON lines' other name, newline-delimited JSON: before, "unknown dataset file type")
+    ("queries.ndjson", '["new york", "a b"]\n{"x": 2}\n', 2),
+    ("QUERIES.NDJSON", '["x"]\n', 1),
 ])
 def test_the_format_is_read_from_the_extension(
         name: str, text: str, users: int, tmp_path: Path,
@@ -43,3 +46,19 @@ def test_an_extension_no_format_reads_asks_for_format(
     assert line.startswith(f"fedhh data import: error: {source}: unknown dataset file type "
                            "'.dat'"), line
     assert "`fedhh data import --format text|jsonl|leaf`" in line
+
+
+def test_an_ndjson_file_is_no_item_list_and_its_compressed_form_is_read_as_json_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "users.jsonl").write_text('["a"]\n')
+    deny = tmp_path / "deny.ndjson"
+    deny.write_text("a\n")
+    line = one_line_error(["simulate", "--dataset", str(tmp_path / "users.jsonl"),
+                           "--deny-list", str(deny), "--quiet"], capsys)
+    assert line.endswith(f"{deny}: an item list is one item a line, or one JSON array of "
+                         'strings in a file named .json (["new york", " new york"]), not JSON '
+                         "lines"), line
+    packed = tmp_path / "users.ndjson.gz"
+    packed.write_bytes(b"\x1f\x8b\x08\x00")
+    line = one_line_error(["data", "inspect", str(packed)], capsys)
+    assert "--format jsonl <(zcat" in line, line
