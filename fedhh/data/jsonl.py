@@ -133,10 +133,11 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
             _check(where, nth, item)
             if isinstance(count, bool) or not isinstance(count, int) or not (
                     1 <= count <= MAX_COUNT):
-                lists = [key for key, held in value if isinstance(held, list)]
+                # (an object parses as _Pairs, a list too: "that object" names it so)
+                lists = [(key, held) for key, held in value if isinstance(held, list)]
                 record = (f"; an object is one user's item counts, not a record: to give the "
-                          f"items under {shown_value(lists[0])}, write that array alone on the line"
-                          if lists else "")
+                          f"items under {shown_value(lists[0][0])}, write that "
+                          f"{json_kind(lists[0][1])} alone on the line" if lists else "")
                 if len(lists) > 1 and len(lists) == len(value):  # (users keyed by name)
                     record = "; an object is one user's item counts" + _ONE_VALUE
                 raise DatasetError(

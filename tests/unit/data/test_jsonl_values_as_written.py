@@ -39,6 +39,10 @@ LONG = "9" * 5000
     ('{"a": 2.0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got 2.0"),
     ('{"a": false}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, "
                      "got false"),
+    ('{"items": {"b": 2}}', "item 1 ('items'): its count must be an integer from 1 to "
+                            '4,294,967,295, got {"b": 2}; an object is one user\'s item counts, '
+                            "not a record: to give the items under 'items', write that object "
+                            "alone on the line"),  # (before, "that array")
     (f'{{"a": {LONG}}}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, "
                          f"got {LONG[:57]}..."),
 ])
