@@ -4,6 +4,7 @@ Usage::
 
     fedhh privacy [optprefixtree] --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
                   [--sampling-rate 0.5] [--privacy-method sum|clones|paper|closed-form] [--json]
+                  [--completion-rounds 32 [--completion-weight 0.2]]  (as a run has them)
     fedhh privacy amplify --eps-local 8.47 --delta 1e-6 --rounds 4 --devices 1600000
                   [--sampling-rate 0.5] [--privacy-method ...]  (default: every method)
     fedhh privacy triehh --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
@@ -21,7 +22,9 @@ amplify: in each of its ``results``):
   ``evaluations``, ``conditions_verified``, ``notes``, and ``breakdown`` with ``tightest``
   ("pld", "rdp", "advanced-composition" or "pure"), ``pld_epsilon`` (method "sum"),
   ``rdp_epsilon``, ``rdp_order`` (best alpha), ``advanced_epsilon``, ``per_round_epsilon``,
-  ``per_round_delta``, ``slack_delta``, ``participants`` (per round).
+  ``per_round_delta``, ``slack_delta``, ``participants`` (per round); with
+  ``--completion-rounds``, ``completion_rounds`` (those budgeted) and
+  ``completion_rounds_asked``, ``rounds`` counting both.
 * amplify: ``eps_local``, ``delta``, ``rounds``, ``num_devices``, ``sampling_rate`` and
   ``results``: one object per method with ``method``, ``eps_agg`` (the answer at ``delta``),
   ``tightest``, ``conditions_verified``, ``notes`` and the same per-path figures as
@@ -119,6 +122,18 @@ def register(subparsers: Any) -> None:
              "all); the name of the run setting (`fedhh simulate --privacy-method`), --method "
              "its former name here; 'exact' is the former name of 'clones'",
     )  # fmt: skip
+    parser.add_argument(
+        "--completion-rounds", type=_integer(0, MAX_ROUNDS),
+        help="optprefixtree: completion rounds after the --rounds main ones, each at its own "
+             "weight of a round's budget, as a run has them (`fedhh simulate`, `fedhh admin "
+             "start`, `fedhh up`: 32 by default there; here 0): as many of them as --devices "
+             "can budget, the figure the run's own is",
+    )  # fmt: skip
+    parser.add_argument(
+        "--completion-weight", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"),
+        help="with --completion-rounds: the first one's weight (default 0.2, a run's; a "
+             "quarter of it for the 2nd and 3rd, less after)",
+    )  # fmt: skip
     parser.add_argument("--theta", type=_integer(1), help="threshold of TrieHH/TrieHH++")
     parser.add_argument(
         "--sensitivity", type=_positive,
@@ -208,10 +223,17 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
     from fedhh.privacy.solver import solve_local_epsilon
 
     _require(args, "eps_agg", "delta", "rounds", "devices")
-    sol = solve_local_epsilon(
-        args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
-        args.method or DEFAULT_METHOD,
-    )
+    if args.completion_weight is not None and not args.completion_rounds:
+        raise ConfigError("--completion-weight weighs completion rounds: give "
+                          "--completion-rounds too")
+    if args.completion_rounds:
+        sol, completion = _with_completions(args)
+    else:
+        sol = solve_local_epsilon(
+            args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
+            args.method or DEFAULT_METHOD,
+        )
+        completion = {}
     b = sol.breakdown
     cited = sources(sol.method, args.sampling_rate < 1.0)
     lines = [
@@ -222,7 +244,49 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
         f"  tightest: {b.tightest}; conditions verified: {sol.conditions_verified}",
         f"  sources: {cited}",
     ] + [f"  note: {note}" for note in sol.notes]
-    return {**sol.to_dict(), "mechanism": args.mechanism, "sources": cited}, lines
+    if completion:
+        lines.insert(2, f"  {completion.pop('said')}")
+    return {**sol.to_dict(), **completion, "mechanism": args.mechanism, "sources": cited}, lines
+
+
+def _with_completions(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The local epsilon of --rounds main rounds and as many of --completion-rounds as can be
+    budgeted among --devices, each at eps_local + ln(its weight): the allocation a run plans
+    (``fedhh.config.with_most_completions``, ``RunConfig.round_weights``), so the figure is the
+    one `fedhh simulate` and the coordinator solve for. Before, `fedhh privacy` had no
+    completion rounds: --rounds 4 said 4.853 at eps_agg 2 over 1,248 devices, the run 4.789."""
+    from fedhh.config import RunConfig, with_most_completions
+    from fedhh.privacy.accountant import allocation_offsets
+    from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
+
+    if args.method not in (None, "sum"):
+        raise ConfigError(f"--completion-rounds needs the sum accountant, not --privacy-method "
+                          f"{args.method} (a run's completion rounds need it too)")
+    if args.rounds > MAX_ROUNDS:
+        raise ConfigError(f"--rounds {args.rounds} with --completion-rounds: a run has at most "
+                          f"{MAX_ROUNDS:,} main rounds")
+    asked = RunConfig(eps_agg=args.eps_agg, delta=args.delta, rounds=args.rounds,
+                      completion_rounds=args.completion_rounds,
+                      completion_weight=args.completion_weight or RunConfig.completion_weight)
+
+    def plan(config: RunConfig) -> Any:
+        weights = config.round_weights()
+        if weights is None:
+            return solve_local_epsilon(args.eps_agg, args.delta, args.rounds, args.devices,
+                                       args.sampling_rate)
+        return solve_allocation(args.eps_agg, args.delta, allocation_offsets(weights),
+                                args.devices, args.sampling_rate)
+
+    run, sol = with_most_completions(asked, plan, lambda solved: solved.eps_local)
+    kept = run.completion()
+    said = (f"with {kept} of the {asked.completion()} completion rounds asked for (the most "
+            f"{args.devices} devices can budget: each round's eps_local + ln(its weight) must "
+            "stay positive)" if kept < asked.completion() else
+            f"with {kept} completion round{'' if kept == 1 else 's'}")
+    if kept:
+        said += f", the first at eps_local + ln {run.completion_weights()[0]:g}"
+    return sol, {"completion_rounds": kept, "completion_rounds_asked": asked.completion(),
+                 "said": said}
 
 
 def _rounds(count: int) -> str:
@@ -319,12 +383,14 @@ def _compute(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     # --sampling-rate given to TrieHH, whose answer is the sampling rate.
     central_only = ("sensitivity", "coordinates")
     local_only = ("sampling_rate", "method")
+    tree_only = ("completion_rounds", "completion_weight")
     unread = {"optprefixtree": ("eps_local", "theta", *central_only),
-              "amplify": ("eps_agg", "theta", *central_only),
-              "triehh": ("eps_local", *local_only, *central_only),
-              "triehh++": ("eps_local", "devices", *local_only, *central_only),
-              "central-gaussian": ("eps_local", "theta", "devices", *local_only, "coordinates"),
-              "central-laplace": ("eps_local", "theta", "devices", *local_only),
+              "amplify": ("eps_agg", "theta", *central_only, *tree_only),
+              "triehh": ("eps_local", *local_only, *central_only, *tree_only),
+              "triehh++": ("eps_local", "devices", *local_only, *central_only, *tree_only),
+              "central-gaussian": ("eps_local", "theta", "devices", *local_only, "coordinates",
+                                   *tree_only),
+              "central-laplace": ("eps_local", "theta", "devices", *local_only, *tree_only),
               }[args.mechanism]
     for name in unread:
         if getattr(args, name, None) is not None:

@@ -1,0 +1,51 @@
+"""`fedhh privacy --completion-rounds C` plans a run as it runs: --rounds main rounds and as
+many of C completion rounds as --devices can budget, each at eps_local + ln(its weight), the
+local epsilon the coordinator solves for the same run. Before, `fedhh privacy` had no completion
+rounds: for `fedhh up`'s run (eps_agg 2, 4 rounds, n_min 1,248) it said 4.853 where the run
+used 4.789 with its 7 completion rounds, and no command gave the README's 10.60."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from cli_kit import one_line_error, run_cli
+
+from fedhh.config import RunConfig, with_most_completions
+
+
+def test_the_figure_is_the_coordinator_s(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh_coordinator.runs import open_ledger
+
+    code, out, err = run_cli(["privacy", "--eps-agg", "2", "--delta", "1e-6", "--rounds", "4",
+                              "--devices", "1248", "--completion-rounds", "32", "--json"], capsys)
+    assert code == 0, err
+    shown = json.loads(out)
+    run, ledger = with_most_completions(
+        replace(RunConfig(), eps_agg=2.0, delta=1e-6, rounds=4, min_devices=1248,
+                completion_rounds=32), open_ledger, lambda ledger: ledger.eps_local)
+    assert (shown["completion_rounds"], shown["completion_rounds_asked"]) == (
+        run.completion(), 32) == (7, 32)
+    assert shown["eps_local"] == ledger.eps_local
+    assert shown["rounds"] == 11
+    code, out, _ = run_cli(["privacy", "--eps-agg", "2", "--delta", "1e-6", "--rounds", "4",
+                            "--devices", "1248", "--completion-rounds", "32"], capsys)
+    assert ("  with 7 of the 32 completion rounds asked for (the most 1248 devices can budget"
+            in out), out
+
+
+@pytest.mark.parametrize(("form", "said"), [
+    (["amplify", "--eps-local", "4", "--devices", "100", "--completion-rounds", "3"],
+     "--completion-rounds does not apply to amplify"),
+    (["central-gaussian", "--eps-agg", "1", "--completion-weight", "0.5"],
+     "--completion-weight does not apply to central-gaussian"),
+    (["--eps-agg", "1", "--devices", "100", "--completion-weight", "0.5"],
+     "--completion-weight weighs completion rounds: give --completion-rounds too"),
+    (["--eps-agg", "1", "--devices", "100", "--completion-rounds", "3", "--privacy-method",
+      "clones"], "--completion-rounds needs the sum accountant, not --privacy-method clones (a "
+                 "run's completion rounds need it too)")])
+def test_completion_rounds_are_refused_where_no_run_has_them(
+        form: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(["privacy", *form, "--delta", "1e-6", "--rounds", "4"], capsys)
+    assert line == f"fedhh privacy: error: {said}"
