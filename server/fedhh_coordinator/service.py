@@ -302,22 +302,24 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def CancelRun(self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
                         ) -> pb.Run:
         self._check(context)
-        row = await off_loop(self.store.run, request.run_id)
+        run_id = request.run_id
         by = f"the admin API's caller at {context.peer()}"
-        # Its state read again on the loop, where the runner changes it: the row read in the
-        # thread may be stale by now. A pending run the runner started meanwhile was marked
-        # cancelled while the runner drove it on, every round charged, and ended done.
-        state = self.store.run_state(row.run_id)
+        # Its state alone, read on the loop, where the runner changes it, before any read of
+        # the row whole: a row read in a thread may be stale by then (a pending run the runner
+        # started meanwhile was marked cancelled while the runner drove it on, every round
+        # charged, and it ended done), and such a read waits its turn behind the slow reads
+        # (``off_loop``): four GetResults of a large deny list held the cancel past its
+        # caller's deadline, never asked. The answer, read whole, may still wait for them.
+        state = self.store.run_state(run_id)
         if state == "pending":
-            self.store.set_run_state(row.run_id, "cancelled", "cancelled by the operator")
-            log.info("run cancelled", extra={"run_id": row.run_id, "round": None, "by": by})
+            self.store.set_run_state(run_id, "cancelled", "cancelled by the operator")
+            log.info("run cancelled", extra={"run_id": run_id, "round": None, "by": by})
         elif state == "running":
-            self.runner.cancel(row.run_id, by)
+            self.runner.cancel(run_id, by)
             # (a round in its check-in ends at once, nothing charged: Runner.cancel)
             log.info("run cancel asked: the run stops once its round under way ends, at once "
-                     "if the round is still in its check-in",
-                     extra={"run_id": row.run_id, "by": by})
-        return await self._answer(row.run_id)
+                     "if the round is still in its check-in", extra={"run_id": run_id, "by": by})
+        return await self._answer(run_id)
 
     async def _answer(self, run_id: str) -> pb.Run:
         """``_run`` off the event loop, its progress read on it (the runner's, which the

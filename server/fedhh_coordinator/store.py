@@ -293,11 +293,7 @@ class Store:
                  json.dumps([str(c) for c in deny_codes]), now, now))
 
     def run(self, run_id: str) -> RunRow:
-        if "\x00" in run_id:
-            # no run has such an id, and PostgreSQL refuses a NUL in a text parameter (an
-            # internal error before). Other ids that are not RUN_ID's are looked up: a run
-            # stored before ``fullmatch`` may have one.
-            raise NotFoundError(f"unknown run {shown(run_id)} (a run's id is {RUN_ID_RULE})")
+        _refuse_nul(run_id)
         rows = self.db.query(
             "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
             "FROM runs WHERE run_id = ?", (run_id,))
@@ -307,6 +303,7 @@ class Store:
 
     def run_state(self, run_id: str) -> str:
         """The run's state now, its row not read whole (``run`` decodes its deny list)."""
+        _refuse_nul(run_id)
         rows = self.db.query("SELECT state FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise NotFoundError(f"unknown run {shown(run_id)}")
@@ -477,6 +474,14 @@ def _object(raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"a JSON object was written, this is {type(value).__name__}")
     return value
+
+
+def _refuse_nul(run_id: str) -> None:
+    """No run has an id with a NUL, and PostgreSQL refuses one in a text parameter (an internal
+    error before). Other ids that are not RUN_ID's are looked up: a run stored before
+    ``fullmatch`` may have one."""
+    if "\x00" in run_id:
+        raise NotFoundError(f"unknown run {shown(run_id)} (a run's id is {RUN_ID_RULE})")
 
 
 def _run_state(raw: Any) -> str:
