@@ -374,7 +374,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--dataset {args.dataset}"
                           + (f" --devices {args.devices}" if args.devices else "")
                           + (f" --web-devices {args.web_devices}" if args.web_devices else "")
-                          + f": {python_holding} of its users hold an item"
+                          + f": {python_holding} of its users "
+                          + ("holds" if python_holding == 1 else "hold") + " an item"
                           + (" beside the browser devices" if args.web_devices else "")
                           + f"; a round needs at least {MIN_DEVICES} devices (far more to hide "
                           "each report: the default Shakespeare fleet has 1,387)")

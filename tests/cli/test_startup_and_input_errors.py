@@ -303,3 +303,19 @@ def test_the_coordinator_names_a_port_in_use(work: Path, secrets: Path, busy_por
     assert line.startswith(f"--listen: cannot listen on 127.0.0.1:{busy_port}: the port is "
                            "in use")
     assert left_in(work) == ["adir"]
+
+
+@pytest.mark.parametrize(("users", "said"), [
+    ('["😀"]\n', "1 of its users holds an item"),  # (before, "1 of its users hold")
+    ('["😀"]\n[]\n["a b"]\n', "2 of its users hold an item"),
+])
+def test_fedhh_up_counts_the_users_holding_an_item_in_good_english(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        users: str, said: str) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "users.jsonl"
+    data.write_text(users, encoding="utf-8")
+    line = one_line_error(["up", "--dataset", str(data), "--insecure"], capsys)
+    assert line == (f"fedhh up: error: --dataset {data}: {said}; a round needs at least 3 "
+                    "devices (far more to hide each report: the default Shakespeare fleet has "
+                    "1,387)"), line
