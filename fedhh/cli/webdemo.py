@@ -29,6 +29,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,9 +89,9 @@ class DemoPage:
         self._lines: list[str] = []
         self._devices: list[dict[str, Any]] = []
         # Per user: the tasks earlier loads of the page reported, and the tasks the current
-        # load last posted (`_posted`).
+        # load last posted (`_posted`); of the MAX_WEB_DEVICES users posted last.
         self._earlier: dict[Any, list[dict[str, Any]]] = {}
-        self._current: dict[Any, list[dict[str, Any]]] = {}
+        self._current: OrderedDict[Any, list[dict[str, Any]]] = OrderedDict()
         handler = type("Handler", (_Handler,), {"page": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         if context is not None:
@@ -198,6 +199,11 @@ class DemoPage:
                 earlier = earlier[1:]
             self._earlier[user] = earlier
         self._current[user] = tasks
+        self._current.move_to_end(user)
+        # (a poster that is not the page, naming new users in each post, grew both without
+        # bound: up to MAX_STATUS_BYTES kept of every post)
+        while len(self._current) > MAX_WEB_DEVICES:
+            self._earlier.pop(self._current.popitem(last=False)[0], None)
         return {**device, "tasks": self._earlier.get(user, []) + tasks}
 
     def _answer(self, path: str) -> tuple[bytes, str] | None:

@@ -9,6 +9,7 @@ import http.client
 import json
 import socket
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,23 @@ def test_the_rounds_kept_from_earlier_loads_are_capped(page: DemoPage) -> None:
     kept = page.devices()[0]["tasks"]
     assert len(json.dumps(kept[:-1])) <= EARLIER_TASK_BYTES
     assert [t["task"] for t in kept][-3:] == ["round 37", "round 38", "round 39"]
+
+
+def test_a_poster_naming_new_users_in_each_post_does_not_grow_the_page(page: DemoPage
+                                                                        ) -> None:
+    """Only the users posted last (MAX_WEB_DEVICES of them, as many as a page runs) keep their
+    tasks: before, each post naming users of its own was kept whole (~250 kB a post here)."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for post in range(100):
+            devices = [{"user": f"u{post}-{i}", "state": "checking in", "tasks": [
+                {"task": "round 1", "outcome": "late", "detail": "x" * 24_000}]}
+                for i in range(MAX_WEB_DEVICES)]
+            assert request(page, "POST", "/status",
+                           json.dumps({"devices": devices}).encode())[0] == 204
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert [d["user"] for d in page.devices()] == [f"u99-{i}" for i in range(MAX_WEB_DEVICES)]
+    assert grown < 8_000_000, grown  # (24.9 MB before: every post kept)
