@@ -39,6 +39,7 @@ from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator, contributors
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
+from fedhh.codec.codebook import BUILTIN_NAMES, codebook_from_spec
 from fedhh.codec.shown import (
     columns,
     fitted_rows,
@@ -48,7 +49,7 @@ from fedhh.codec.shown import (
     printable_rows,
 )
 from fedhh.config import Mode, RunConfig, codec_value
-from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.errors import ConfigError, PrivacyError, StateError
 
 # What raises n_min here (the note on dropped completion rounds names them; `fedhh up` has
@@ -243,6 +244,17 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous[1])
 
 
+def codec_shown(spec: str, given: str | None) -> str:
+    """The run's codec as the console names it: a built-in codebook by its name; a codebook
+    of --codec by the file it came from (or as inline JSON) and its own name, as the operator
+    knows it (before, 'a codebook of its own' for every one of them)."""
+    if spec in BUILTIN_NAMES:
+        return spec
+    source = ("inline JSON" if given is None or given.strip().startswith("{")
+              else printable(given.strip()))
+    return f"the codebook {printable(codebook_from_spec(spec).name)!r} of --codec {source}"
+
+
 def refuse_shards(config: Any) -> None:
     """`fedhh up` starts one aggregator and no combiner, so a run of several shards failed
     every attempt of its first round ("sharded rounds (shard_size) need a combiner"), after
@@ -398,14 +410,14 @@ def _run(args: argparse.Namespace) -> int:
         except webclient.BuildError as error:
             raise ConfigError(f"--web-devices: cannot build the web device (clients/web): "
                               f"{error}") from None
-    codec = config.codec if len(config.codec) <= 40 else "a codebook of its own"
+    codec = codec_shown(config.codec, given_text(args, "codec"))
     started = time.monotonic()
     # (entering the topology takes the workdir's lock: a refused rerun announces nothing)
     with LocalTopology(args.workdir, tls=not args.insecure) as topo, \
             contextlib.ExitStack() as stack:
         print(f"fedhh up: {python_holding} devices from {args.dataset} in {processes} processes"
               + (f", and {len(browser_users)} browser devices on a demo page" if browser_users
-                 else "") + f"; items coded with {printable(codec)}", flush=True)
+                 else "") + f"; items coded with {codec}", flush=True)
         demo = None
         if dist is not None:
             from fedhh.cli.webdemo import DemoPage
