@@ -64,6 +64,13 @@ class Released:
     sums: np.ndarray
     contributors: int
     true_counts: np.ndarray | None = None  # simulation only: actual false positives
+    # Awaited once the release is stored (``RoundDriver._advance``): the aggregation service
+    # holds the sum until then, so that a store failing in between loses nothing (the attempt
+    # is resumed from the held sum, not run again). Best effort: unconfirmed, the service
+    # drops it at its --result-ttl; a restart before it finds the release stored, and never
+    # reads the held sum again.
+    stored: Callable[[], Awaitable[None]] | None = field(default=None, compare=False,
+                                                         repr=False)
 
 
 @dataclass(frozen=True)
@@ -269,7 +276,7 @@ class RoundDriver:
                     raise RunCancelled("cancelled by the operator") from None
                 await self._pause()
                 continue
-            return self._advance(attempt, query, state, released)
+            return await self._advance(attempt, query, state, released)
 
     def _next_attempt(self, round_: int, again: tuple[int, int, str] | None) -> int:
         """The number of the round's next attempt (``again``'s, if resume left one open), once
@@ -329,7 +336,7 @@ class RoundDriver:
                 except RoundAborted as aborted:
                     self._settle_abort(attempt, aborted, self._stored_state(attempt))
                     continue
-                state = self._advance(attempt, query, state, released)
+                state = await self._advance(attempt, query, state, released)
             elif recovered.verdict is Recovery.NOTHING and record.state is AttemptState.OPEN:
                 if recovered.unsent and self.retry_unsent:
                     self._settle_unsent(self._unsent)  # (only the latest is tried again)
@@ -431,12 +438,14 @@ class RoundDriver:
     def _ledger_dict(self) -> dict[str, Any]:
         return {} if self.ledger is None else self.ledger.to_dict()
 
-    def _advance(self, attempt: AttemptId, query: RoundQuery, state: TreeState,
-                 released: Released) -> TreeState:
+    async def _advance(self, attempt: AttemptId, query: RoundQuery, state: TreeState,
+                       released: Released) -> TreeState:
         new_state, report = self.tree.advance(state, released.sums, released.contributors,
                                               released.true_counts)
         self.store.release_attempt(attempt.round, attempt.attempt, new_state.to_dict(),
                                    report.to_dict(), new_state.done)
+        if released.stored is not None:
+            await released.stored()
         if self.on_round is not None:
             self.on_round(attempt, report)
         return new_state

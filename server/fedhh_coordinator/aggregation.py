@@ -76,6 +76,12 @@ class RoundService(Protocol[ReleaseT]):
 
     async def cancel(self, round_id: bytes) -> None: ...
 
+    async def delivered(self, round_id: bytes) -> None:
+        """The sum ``result`` read is stored with its round's release: the service, which
+        held it until then, drops it as delivered. Best effort (raises nothing): unconfirmed,
+        it is dropped at the service's --result-ttl."""
+        ...
+
 
 class SingleAggregator(RoundService[ReleaseEvidence], Protocol):
     """An aggregator running unsharded rounds."""

@@ -38,10 +38,13 @@ class _ServiceControl(ABC):
     config's, also for a round resumed after a restart). Before, either was read as this
     round's release.
 
-    The service holds a released sum until the coordinator says it read it (GetResult's
-    ``hold``, then CancelRound's ``delivered``): a hook that did not let the sum be read (its
-    charge waiting for a store that stayed away past the call's deadline) leaves it there for
-    the attempt's resume. Before, a sum sent whole was dropped by the service, read or not."""
+    The service holds a released sum until the coordinator has stored its release (GetResult's
+    ``hold``, then CancelRound's ``delivered``, sent by ``delivered`` once the round driver
+    committed it): a hook that did not let the sum be read (its charge waiting for a store
+    that stayed away past the call's deadline), or a store that failed to commit the release
+    of the sum read, leaves it there for the attempt's resume. Before, a sum sent whole was
+    dropped by the service, read or not, and later said delivered as soon as it was read,
+    before its release was stored: a store failing in between lost the round's sum."""
 
     def __init__(self, client: AggregatorControl | CombinerControl, kind: str) -> None:
         self.client = client
@@ -77,10 +80,12 @@ class _ServiceControl(ABC):
             if isinstance(error, grpc.aio.AioRpcError):
                 raise AggregatorUnavailable(error.code().name) from None
             raise AggregatorUnavailable(str(error)) from None
+        return result.total, result.num_contributors
+
+    async def delivered(self, round_id: bytes) -> None:
         # (unconfirmed, the sum is held until the service's --result-ttl: nothing to redo)
         with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
             await self.client.cancel(round_id, delivered=True)
-        return result.total, result.num_contributors
 
     @abstractmethod
     async def _round_outcome(self, round_id: bytes) -> RoundOutcome: ...

@@ -446,7 +446,8 @@ class NetworkLink:
                     total, contributors = await service.result(
                         round_id, plan.cohorts[0].config.dimension,
                         max(until - loop.time(), 1.0), on_release)
-                    return Released(total.astype(np.int64), contributors)
+                    return Released(total.astype(np.int64), contributors,
+                                    stored=lambda: service.delivered(round_id))
                 except RoundAborted as aborted:
                     if aborted.reached_unmask or "too_few_devices" not in aborted.reason:
                         raise

@@ -121,6 +121,12 @@ class FakeCombiner:
     # says so as a journaling service does ("never").
     forgets: bool = False
     stalls: bool = False  # result calls wait (on ``hang``) before anything is released
+    # Rounds whose held sum the coordinator said stored (``delivered``), and what its store
+    # held of the attempt then; ``delivering`` (if set) runs first, as the call's wait.
+    delivered: list[bytes] = field(default_factory=list)
+    delivered_seen: list[list[tuple[int, str, int]]] = field(default_factory=list)
+    store: Store | None = None
+    delivering: Callable[[], Awaitable[None]] | None = None
 
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         self.workers_asked += 1
@@ -229,8 +235,9 @@ class FakeCombiner:
         if self.forgets:
             return AggregatorOutcome("never", reason="the combiner journals its rounds and has "
                                      "no record of it")
-        if self.holds_sum:  # (until the coordinator cancels it: the sum dropped)
-            return AggregatorOutcome("released", True, round_id not in self.cancelled)
+        if self.holds_sum:  # (until the coordinator cancels it, or says its release stored)
+            return AggregatorOutcome("released", True, round_id not in self.cancelled
+                                     and round_id not in self.delivered)
         if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
             return AggregatorOutcome("running", stage="SHARE_KEYS")
         return AggregatorOutcome("aborted", reached_unmask=True, reason="gone",
@@ -238,6 +245,13 @@ class FakeCombiner:
 
     async def cancel(self, round_id: bytes) -> None:
         self.cancelled.append(round_id)
+
+    async def deliver(self, round_id: bytes) -> None:
+        if self.delivering is not None:
+            await self.delivering()
+        if self.store is not None:
+            self.delivered_seen.append(attempts(self.store, "run"))
+        self.delivered.append(round_id)
 
     async def open_single(self, signed: SignedConfig) -> None:
         assert not self.sharded, "a sharded run never opens an unsharded round"
@@ -267,6 +281,9 @@ class _Face:
 
     async def cancel(self, round_id: bytes) -> None:
         await self.fake.cancel(round_id)
+
+    async def delivered(self, round_id: bytes) -> None:
+        await self.fake.deliver(round_id)
 
 
 class _ShardCombiner(_Face):
@@ -478,32 +495,44 @@ def test_a_combiner_lost_while_the_total_is_read_leaves_one_charge_per_attempt(
     assert store.run("run").state != "failed"
 
 
+def dies_at(store: Store, fleet: Fleet, combiner: FakeCombiner, moment: asyncio.Event
+            ) -> None:
+    """A coordinator process that runs the run ("run", new) until ``moment``, and dies."""
+    async def life() -> None:
+        await create_run(store, config(), "run")
+        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
+        await asyncio.wait_for(moment.wait(), 60)
+        coordinator.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await coordinator
+
+    asyncio.run(life())
+
+
+def next_process(store: Store, fleet: Fleet, combiner: FakeCombiner) -> FakeCombiner:
+    """The next coordinator process's drive of the run, at the combiner as ``combiner`` left
+    it, still holding the total; that combiner."""
+    successor = FakeCombiner(Plan(every("released")), fleet.keys, tasks=combiner.tasks,
+                             opened=combiner.opened, holds_sum=True)
+
+    async def life() -> None:
+        await asyncio.wait_for(Coordinator(store, fleet, successor).drive("run"), 60)
+
+    asyncio.run(life())
+    return successor
+
+
 def test_a_coordinator_restarted_after_the_charge_collects_without_charging_again(
         tmp_path: Path) -> None:
     store = Store(tmp_path / "coordinator.sqlite")
     fleet = Fleet(store)
     combiner = FakeCombiner(Plan(every("released"), after_hook=lambda a: "hang"), fleet.keys)
-
-    async def first_life() -> None:
-        await create_run(store, config(), "run")
-        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
-        await asyncio.wait_for(combiner.hook_done.wait(), 60)
-        coordinator.cancel()  # the process dies with the attempt charged, its total unread
-        with pytest.raises(asyncio.CancelledError):
-            await coordinator
-
-    asyncio.run(first_life())
+    dies_at(store, fleet, combiner, combiner.hook_done)  # charged, its total unread
     assert attempts(store, "run") == [(1, "releasing", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
 
     # The combiner still holds the total: the next process settles the attempt by reading it.
-    successor = FakeCombiner(Plan(every("released")), fleet.keys, tasks=combiner.tasks,
-                             opened=combiner.opened, holds_sum=True)
-
-    async def second_life() -> None:
-        await asyncio.wait_for(Coordinator(store, fleet, successor).drive("run"), 60)
-
-    asyncio.run(second_life())
+    next_process(store, fleet, combiner)
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert store.run("run").state == "done"
@@ -804,6 +833,77 @@ def test_a_store_away_past_the_patience_leaves_the_sum_held_and_read_once_it_is_
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert store.run("run").state == "done" and not combiner.cancelled
+
+
+def failing_releases(store: Store, failures: int) -> list[str]:
+    """Make the store's commits of a released round fail ``failures`` times as a lost
+    database connection does (the sum read, its release not stored); the list of those."""
+    failed: list[str] = []
+    real = store.release_round
+
+    def release_round(run_id: str, round_: int, attempt: int, *args: Any, **kwargs: Any
+                      ) -> None:
+        if len(failed) < failures:
+            failed.append(f"{round_}.{attempt}")
+            raise StoreUnavailable("the database is unavailable: server closed the connection")
+        real(run_id, round_, attempt, *args, **kwargs)
+
+    store.release_round = release_round  # type: ignore[method-assign]
+    return failed
+
+
+def test_a_store_failing_to_store_the_release_leaves_the_sum_held_and_read_again(
+        tmp_path: Path) -> None:
+    """The sum was read, charged, and the store failed as the release was committed: the
+    service still holds the sum (the coordinator says it delivered only once the release is
+    stored), and the runner's next drive resumes the attempt and reads it again, charged
+    once. Before, the sum was said delivered as soon as read: the attempt was settled lost
+    (charged) and its round run again."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, holds_sum=True, store=store)
+    failed = failing_releases(store, 1)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        with pytest.raises(StoreUnavailable):  # (the runner waits for the store, then resumes)
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+        assert attempts(store, "run") == [(1, "releasing", DEVICES)]
+        assert combiner.delivered == [] and not combiner.cancelled  # the sum still held
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert failed == ["1.1"]
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert combiner.calls == 2  # read twice, released once
+    # said delivered once, after the release was stored
+    assert combiner.delivered_seen == [[(1, "released", DEVICES)]]
+    assert store.run("run").state == "done"
+
+
+def test_a_restart_between_the_stored_release_and_its_delivery_releases_once(
+        tmp_path: Path) -> None:
+    """The coordinator dies after it stored a release, before the service heard that it was
+    delivered: the stored release wins; the next process neither reads the held sum nor
+    charges the attempt again (the service drops the sum at its --result-ttl)."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    dying = asyncio.Event()
+
+    async def die() -> None:
+        dying.set()
+        await asyncio.Event().wait()  # (the process dies in this call)
+
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, holds_sum=True,
+                            delivering=die)
+    dies_at(store, fleet, combiner, dying)
+    assert attempts(store, "run") == [(1, "released", DEVICES)] and combiner.delivered == []
+    successor = next_process(store, fleet, combiner)
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert successor.calls == 0 and store.run("run").state == "done"
 
 
 def test_a_run_id_reused_in_a_fresh_store_opens_rounds_of_new_ids(tmp_path: Path) -> None:
