@@ -8,11 +8,19 @@ one shard released, else aborted. A shard that cannot be settled by its deadline
 ``slack_s``) is cancelled at its worker; a worker that stays unreachable for ``patience_s``
 past that leaves its shard aborted with ``reached_unmask`` true, since nobody can say
 unmasking did not begin.
+
+A worker holds its released shard sum (GetResult's ``hold``) until the combiner tells it the
+sum is in the total (CancelRound's ``delivered``), which it does once the round's outcome is
+journaled: a combiner that stops before then takes the round over at its restart and fetches
+every shard sum again into a new total, each counted once. Before, a worker dropped a shard sum
+as sent: the restarted combiner found the shard "already delivered", and the shard was lost,
+charged as having reached unmasking.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import logging
@@ -112,7 +120,8 @@ class CombinedRound:
     ``on_expire`` when its outcome waited ``result_ttl_s`` unfetched."""
 
     def __init__(self, round_id: bytes, shards: list[Shard], pool: WorkerPool,
-                 limits: CombinerLimits, on_finish: Callable[[CombinedRound], None],
+                 limits: CombinerLimits,
+                 on_finish: Callable[[CombinedRound], concurrent.futures.Future[None] | None],
                  on_unmask: Callable[[CombinedRound], None],
                  on_expire: Callable[[CombinedRound], None]) -> None:
         self.round_id = round_id
@@ -130,6 +139,11 @@ class CombinedRound:
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
+        # The outcome's journal write (None: no journal), and the task telling the workers
+        # that their shard sums are in the total once it is on disk (not cancelled by stop:
+        # the coordinator may fetch the total, and the round be forgotten, meanwhile).
+        self._finish_written: concurrent.futures.Future[None] | None = None
+        self._delivering: asyncio.Task[None] | None = None
 
     @property
     def reached_unmask(self) -> bool:
@@ -163,6 +177,9 @@ class CombinedRound:
                         self._shard_finished(shard, RoundState.ABORTED,
                                              "the combiner failed collecting it", True)
             self._settle()
+            if self.state == RoundState.RELEASED:
+                self._delivering = asyncio.create_task(
+                    self._shards_delivered(), name=f"shards of {round_label(self.round_id)}")
             await asyncio.sleep(self.limits.result_ttl_s)
         except asyncio.CancelledError:
             return
@@ -183,7 +200,7 @@ class CombinedRound:
                     await self._settle_from_outcome(shard, "the shard did not finish by its "
                                                     "deadline")
                     return
-                result = await worker.result(shard.round_id, remaining)
+                result = await worker.result(shard.round_id, remaining, hold=True)
             except RoundAborted as aborted:
                 self._shard_finished(shard, RoundState.ABORTED, aborted.reason,
                                      aborted.reached_unmask)
@@ -214,6 +231,23 @@ class CombinedRound:
                 shard.survivors, shard.signatures = result.survivors, result.signatures
                 shard.contributors = result.num_contributors
                 self._shard_finished(shard, RoundState.RELEASED, "", True)
+
+    async def _shards_delivered(self) -> None:
+        """Tell each released shard's worker to drop its held sum as delivered, once the
+        round's outcome is on disk: before that a restarted combiner takes the round over
+        and fetches the shard sums again. A write that failed leaves them held (the workers
+        drop them at their --result-ttl), as does a worker that does not answer."""
+        if self._finish_written is not None:
+            try:
+                await asyncio.wrap_future(self._finish_written)
+            except OSError:
+                return
+
+        async def one(shard: Shard) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                await self.pool[shard.worker].control.cancel(shard.round_id, delivered=True)
+
+        await asyncio.gather(*(one(s) for s in self.shards if s.state == RoundState.RELEASED))
 
     async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
@@ -268,7 +302,7 @@ class CombinedRound:
             log.warning("sharded round aborted", extra={
                 "round_id": round_label(self.round_id), "reached_unmask": self.reached_unmask})
         self.finished.set()
-        self._on_finish(self)
+        self._finish_written = self._on_finish(self)
 
     # -- the coordinator's side ----------------------------------------------------------------
 

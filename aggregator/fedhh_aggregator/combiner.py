@@ -10,13 +10,16 @@ unmasking (nothing was revealed: the coordinator may retry under a new round id)
 
 With a journal (``--state-dir``), a round that was running when the combiner stopped is taken
 over again at start: its shards ran on at their workers, so the new collector fetches their
-outcomes as the old one would have. A total that was computed but not delivered is lost with
-the process (the round reports released, ``sum_available`` false: the coordinator charges it).
+outcomes as the old one would have, shard sums the old one had taken in included (held at their
+workers until the round's outcome is journaled: ``CombinedRound``). A total that was computed
+and journaled but not delivered is lost with the process (the round reports released,
+``sum_available`` false: the coordinator charges it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -242,10 +245,11 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
 
     # -- finishing and forgetting --------------------------------------------------------------
 
-    def _finished(self, round_: CombinedRound) -> None:
-        if self.journal is not None:
-            self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
-                                  round_.reached_unmask, round_.contributors)
+    def _finished(self, round_: CombinedRound) -> concurrent.futures.Future[None] | None:
+        if self.journal is None:
+            return None
+        return self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
+                                     round_.reached_unmask, round_.contributors)
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
         if self.journal is not None and round_.round_id in self.journal.records:

@@ -416,11 +416,14 @@ class Journal:
         self._submit_logged(_line("unmask", round_id, at=time.time()))
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
-                 contributors: int) -> None:
-        """Record a round's outcome (written in order, without waiting)."""
-        self._submit_logged(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
-                                  reached_unmask=reached_unmask, contributors=contributors,
-                                  at=time.time()))
+                 contributors: int) -> concurrent.futures.Future[None]:
+        """Record a round's outcome (written in order, without waiting); the write's future,
+        for a caller that must know it is on disk (a failure is logged either way)."""
+        written = self._submit(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
+                                     reached_unmask=reached_unmask, contributors=contributors,
+                                     at=time.time()))
+        written.add_done_callback(_log_failure)
+        return written
 
     def delivered(self, round_id: bytes) -> None:
         """Record that the whole sum reached the coordinator (without waiting)."""

@@ -1,12 +1,16 @@
 """The combiner's sharded round (fedhh_aggregator.combined) with stand-in workers: a released
 shard sum its signed config rules out is refused and the shard settled at once; a journaling
 worker that no longer knows a shard it accepted leaves it charged as reached unmasking, also
-when the combiner took the round over after a restart (its journal's ``shards_opened``)."""
+when the combiner took the round over after a restart (its journal's ``shards_opened``); a
+shard sum its worker sent before the combiner stopped is held there and fetched again by the
+restarted combiner, counted once."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,7 +37,7 @@ class Worker:
     def __init__(self, total: np.ndarray) -> None:
         self.total = total
 
-    async def result(self, round_id: bytes, wait_s: float) -> Any:
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
         return SimpleNamespace(total=self.total, survivors=(1, 2, 3), signatures=(),
                                num_contributors=3)
 
@@ -50,7 +54,7 @@ class ForgetfulWorker:
     """A worker restarted on a journal that never heard of the round (another state dir, or
     another worker's): GetResult finds no such round, GetOutcome says unknown, durably."""
 
-    async def result(self, round_id: bytes, wait_s: float) -> Any:
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
         raise NotFoundError("no such round")
 
     async def outcome(self, round_id: bytes) -> RoundOutcome:
@@ -153,7 +157,7 @@ class PendingWorker(AcceptingForgetfulWorker):
 
     cancelled = False
 
-    async def result(self, round_id: bytes, wait_s: float) -> Any:
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
         await asyncio.Event().wait()
 
     async def outcome(self, round_id: bytes) -> RoundOutcome:
@@ -163,12 +167,14 @@ class PendingWorker(AcceptingForgetfulWorker):
         self.cancelled = True
 
 
-class OneWorker(list[Any]):
-    """A combiner's pool of one worker stand-in, at one control address across restarts."""
+class Workers(list[Any]):
+    """A combiner's pool of worker stand-ins, worker j at control address wj:1 across
+    restarts."""
 
-    def __init__(self, control: Any) -> None:
-        super().__init__([SimpleNamespace(control=control, index=0,
-                                          spec=SimpleNamespace(control_address="w0:1"))])
+    def __init__(self, *controls: Any) -> None:
+        super().__init__([SimpleNamespace(control=control, index=j,
+                                          spec=SimpleNamespace(control_address=f"w{j}:1"))
+                          for j, control in enumerate(controls)])
         self.workers = list(self)
 
 
@@ -179,7 +185,7 @@ COHORT = make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
 async def settled_after_restart(state: Path) -> CombinedRound:
     """The round the combiner on ``state`` takes over, settled by a worker that came back on
     a journal that never heard of its shard."""
-    combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(ForgetfulWorker()),  # type: ignore[arg-type]
+    combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(ForgetfulWorker()),  # type: ignore[arg-type]
                                 journal=Journal(state))
     try:
         combiner.restore()
@@ -197,14 +203,14 @@ def test_a_shard_opened_before_a_combiner_restart_then_lost_by_its_worker_is_cha
     # a new journal. Before, the taken-over shard never counted as accepted: the worker's
     # durable "unknown" read as "never opened" and the shard dropped out free.
     async def opened_then_restarted() -> None:
-        combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(PendingWorker()),  # type: ignore[arg-type]
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(PendingWorker()),  # type: ignore[arg-type]
                                     journal=Journal(tmp_path))
         combiner.restore()
         try:
             await combiner.open(b"r/1/1", [Placement(COHORT.signed, 0)])
         finally:
             combiner.close()
-        restarted = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(PendingWorker()),  # type: ignore[arg-type]
+        restarted = CombinerRegistry(COORDINATOR_PUBLIC, Workers(PendingWorker()),  # type: ignore[arg-type]
                                      journal=Journal(tmp_path))
         restarted.restore()
         restarted.close()
@@ -234,7 +240,7 @@ def test_a_round_whose_shards_opened_unrecorded_is_refused_and_cancelled(
 
     async def open_on_a_full_disk() -> CombinerRegistry:
         journal = Journal(tmp_path)
-        combiner = CombinerRegistry(COORDINATOR_PUBLIC, OneWorker(worker),  # type: ignore[arg-type]
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(worker),  # type: ignore[arg-type]
                                     journal=journal)
 
         async def full(round_id: bytes) -> None:
@@ -253,3 +259,82 @@ def test_a_round_whose_shards_opened_unrecorded_is_refused_and_cancelled(
     combiner = asyncio.run(open_on_a_full_disk())
     assert worker.cancelled and not combiner._rounds
     assert combiner.outcome(b"r/1/1") is not None  # (its tombstone: not reopened as new)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
+class HoldingWorker(AcceptingForgetfulWorker):
+    """A worker whose shard released ``total``: a sum sent is dropped there as delivered,
+    unless GetResult asked to hold it (then kept until CancelRound's ``delivered``)."""
+
+    def __init__(self, total: np.ndarray) -> None:
+        self.total = total
+        self.dropped = False
+        self.delivered = 0
+
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
+        if self.dropped:
+            raise StateError("the sum was already delivered")
+        self.dropped = not hold
+        return SimpleNamespace(total=self.total, survivors=(1, 2, 3), signatures=(),
+                               num_contributors=3)
+
+    async def outcome(self, round_id: bytes) -> RoundOutcome:
+        return RoundOutcome("released", reached_unmask=True, delivered=self.dropped,
+                            durable=True)
+
+    async def cancel(self, round_id: bytes, delivered: bool = False) -> None:
+        assert delivered, "a released shard is only ever said delivered here"
+        self.delivered += 1
+        self.dropped = True
+
+
+def test_a_shard_sum_sent_before_a_combiner_restart_is_fetched_again_and_counted_once(
+        tmp_path: Path) -> None:
+    # Worker 0 sent its shard sum, worker 1 still ran its shard, and the combiner stopped.
+    # The restarted combiner takes the round over and fetches worker 0's sum again: it was
+    # held there (the combiner tells a worker its sum is in the total only once the round's
+    # outcome is journaled). Before, worker 0 had dropped it as sent: the restarted combiner
+    # found it "already delivered", and the shard was lost, charged as reached unmasking.
+    cohorts = [make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
+                           windows_ms=(600_000,) * 5, round_id=b"r/1/1/s%d" % j)
+               for j in range(2)]
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def sent_then_stopped() -> None:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(first, PendingWorker()),  # type: ignore[arg-type]
+                                    journal=Journal(tmp_path))
+        combiner.restore()
+        try:
+            round_, _ = await combiner.open(
+                b"r/1/1", [Placement(c.signed, j) for j, c in enumerate(cohorts)])
+            await asyncio.wait_for(until(lambda: round_.shards[0].state != RoundState.RUNNING),
+                                   20)  # (the combiner took worker 0's sum in)
+        finally:
+            combiner.close()
+
+    async def restarted() -> tuple[CombinedRound, list[int]]:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(first, second),  # type: ignore[arg-type]
+                                    journal=Journal(tmp_path))
+        try:
+            combiner.restore()
+            (round_,) = combiner._rounds.values()
+            await asyncio.wait_for(round_.finished.wait(), 20)
+            total = [] if round_.total is None else round_.total.tolist()
+            # (the workers are told once the outcome is on disk)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until(lambda: first.delivered + second.delivered >= 2), 20)
+            return round_, total
+        finally:
+            combiner.close()
+
+    asyncio.run(sent_then_stopped())
+    assert first.delivered == 0  # held: the round's outcome was never journaled
+    round_, total = asyncio.run(restarted())
+    assert [s.state for s in round_.shards] == [RoundState.RELEASED] * 2
+    assert round_.contributors == 6
+    assert total == (3 * honest().astype(np.int64)).tolist()  # each shard counted once
+    assert (first.delivered, second.delivered) == (1, 1)
