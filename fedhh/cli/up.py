@@ -685,12 +685,13 @@ def _print_results(run: Any, results: Any) -> None:
     print(headings)
     for r in run.rounds:
         devices = contributors(r) if r.state == "released" else r.participants
-        print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {devices:7d}  "
-              f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
-              f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
-              f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
-              + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
-                  r.threshold) else "        -  ") + r.reason)
+        # (a row with no reason, a released round's, ended in two spaces: rstrip)
+        print((f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {devices:7d}  "
+               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
+               f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
+               f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
+               + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
+                   r.threshold) else "        -  ") + r.reason).rstrip())
     print(options.round_columns_legend(headings.split()))
     trimmed = run_trim_note(run)  # (before, kept prefixes left out went unsaid)
     if trimmed:
