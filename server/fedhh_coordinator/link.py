@@ -689,14 +689,18 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
         late += (f"; a device whose task reached it after the key-advertisement window "
                  f"closed, {advertise_ms} ms after the round opened (--advertise-ms, or "
                  "--stage-ms for every stage: milliseconds), was late")
-    return (f" ({accepted}{cohort} devices in the cohort, n_min {n_min}; "
-            "devices that refuse a round (n_min below their --min-cohort, a local epsilon "
-            "above their --max-eps-local, their own privacy budget spent: the report would "
-            "take their local epsilons' sum past --lifetime-eps-local in the period, an "
-            "(n, k, t) failing the lying-server bound they check at 5% corrupt and 30% "
-            "dropout, as a low expected_dropout can choose, a task not signed by the "
-            "coordinator key they enrolled with) never contact the aggregator: their logs "
-            f"say \"refused the round\" and why{late})")
+    # A device refuses a task before it contacts the aggregator: where the first stage
+    # accepted the whole cohort, none refused, and the list of refusals (before, named in
+    # every such abort, three quarters of a 1,000-character reason) is left out.
+    refusals = ("; devices that refuse a round (n_min below their --min-cohort, a local "
+                "epsilon above their --max-eps-local, their own privacy budget spent: the "
+                "report would take their local epsilons' sum past --lifetime-eps-local in the "
+                "period, an (n, k, t) failing the lying-server bound they check at 5% corrupt "
+                "and 30% dropout, as a low expected_dropout can choose, a task not signed by "
+                "the coordinator key they enrolled with) never contact the aggregator: their "
+                "logs say \"refused the round\" and why") if (numbers[:1] or [0])[0] < cohort \
+        else ""
+    return f" ({accepted}{cohort} devices in the cohort, n_min {n_min}{refusals}{late})"
 
 
 def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:
