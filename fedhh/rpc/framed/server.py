@@ -485,7 +485,12 @@ class _Connection(asyncio.Protocol):
     def _forget_if_never_started(self, stream: ServerStream, task: asyncio.Task[None]) -> None:
         """A stream whose handler was cancelled before it began (a CANCEL, an oversize message
         or the connection's loss in the same read as its OPEN): ``_serve`` never ran, so it is
-        forgotten, and ended if the port ended it, here."""
+        forgotten, and ended if the port ended it, here. The stream lets go of its task, every
+        task's: one cancelled before it began keeps its CancelledError, whose traceback holds
+        the frame of ``_serve`` and so the stream, a cycle that only the cycle collector freed,
+        which services run seldom (``serving.tune_gc``): 262,144 such calls grew a coordinator
+        by ~220 MB, kept while it idled."""
+        stream.task = None
         if task.cancelled():
             self._forget(stream)
             if stream.forced is not None:
