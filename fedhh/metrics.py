@@ -12,7 +12,10 @@ Experimental Results").
 For an output H (ordered by true frequency) and the true ranking x*_1, x*_2, ...:
 
 - true positives: items of H held by at least one user (frequency > 0); false positives: the rest,
-  i.e. items no device could have sent (the paper's definition in Section "Server Algorithm");
+  i.e. items no device could have sent (the paper's definition in Section "Server Algorithm").
+  H is the paper's output (its Algorithm 1 returns the deny list with what the rounds found), so
+  a deny-list item held by a user is a true positive though no round found it; ``whole_items``
+  counts what the rounds found alone;
 - weight ratio WR(H) = sum_{x in H} p(x) / sum_{i <= |H|} p(x*_i) and utility loss 1 - WR(H)
   (Appendix "Adaptive Segmentation Exploration");
 - recall of the true top-k for several k;
@@ -138,12 +141,17 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
 def whole_items(hitters_codes: np.ndarray, ended: np.ndarray, truth: Truth) -> dict[str, int]:
     """Of a run's heavy hitters (codes, and whether each ended): how many are whole items held
     by some user (their end symbol found), and how many were truncated at max_bits (each may
-    stand for several items)."""
+    stand for several items). The rows split three ways, what a user reads of their run: whole
+    items held, truncated codes held (``truncated_held``) and false positives, held by no user
+    (``found_false_positives``). A cut prefix is none of them: it is not among the heavy hitters
+    (``cut_prefixes``, counted apart)."""
     ended = np.asarray(ended, dtype=bool)
     codes = truth.as_codes(hitters_codes)
     held = truth.lookup(codes, "weighted") > 0
     return {"whole_items_found": int(np.count_nonzero(held & ended)),
-            "truncated_found": int(np.count_nonzero(~ended))}
+            "truncated_found": int(np.count_nonzero(~ended)),
+            "truncated_held": int(np.count_nonzero(held & ~ended)),
+            "found_false_positives": int(np.count_nonzero(~held))}
 
 
 WHOLE_TOP_K = (50, 100, 1000)

@@ -500,14 +500,41 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]
-        print(f"\ntrue positives {metrics['true_positives']}, false positives "
-              f"{metrics['false_positives']} (ratio {metrics['false_positive_ratio']:.3f}); "
-              f"whole items held by some user {metrics.get('whole_items_found', '-')}")
-        print(f"utility loss: weighted {w['utility_loss']:.4f}, unweighted {u['utility_loss']:.4f}")
+        print("\n" + found_counts(metrics))
+        denied = metrics.get("denied_in_output", 0)
+        # (the paper's figures, kept as it counts them: its Algorithm 1 outputs the deny list,
+        # so a denied item counts found there though no round found it; before, this line
+        # alone said 'true positives 16' of a run whose every item was denied)
+        print("the paper's output (what the rounds found"
+              + (f", and the deny list's {denied:,} {_plural(denied, 'item')}" if denied else "")
+              + f"): true positives {metrics['true_positives']:,}, false positives "
+              f"{metrics['false_positives']:,} (ratio {metrics['false_positive_ratio']:.3f})")
+        print(f"its utility loss: weighted {w['utility_loss']:.4f}, unweighted "
+              f"{u['utility_loss']:.4f}")
         recall = ", ".join(f"top-{k} {v:.2f}" for k, v in w["recall_at"].items())
-        print(f"recall (weighted ranking): {recall}")
+        print(f"its recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def found_counts(metrics: dict[str, Any]) -> str:
+    """What the rounds found, in three counts that add up to the heavy hitters listed: whole
+    items some user holds, codes truncated at max_bits some user holds, and false positives,
+    held by no user; and the cut prefixes, listed apart, neither found nor false: each stands
+    for the items that begin so (before, a reader could take them for either)."""
+    whole, false = metrics["whole_items_found"], metrics["found_false_positives"]
+    truncated, cut = metrics["truncated_held"], metrics["cut_prefixes"]
+    return ("found by the rounds: "
+            f"{whole:,} whole {_plural(whole, 'item')} held by some user, "
+            + (f"{truncated:,} truncated at the codes' max_bits held by some user, "
+               if truncated else "")
+            + f"{false:,} false {_plural(false, 'positive')} (held by no user)"
+            + (f"; {cut:,} cut {_plural(cut, 'prefix', 'prefixes')}, neither found nor false "
+               "(listed apart)" if cut else ""))
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return one if count == 1 else many or one + "s"
 
 
 def completion_weight_note(payload: dict[str, Any]) -> str | None:

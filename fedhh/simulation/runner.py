@@ -329,6 +329,7 @@ def simulate(
         metrics["whole_precision"] = (metrics["whole_items_found"] / len(every)
                                       if every else 0.0)
         metrics["cut_prefixes"] = len(cut)
+        metrics["denied_in_output"] = int(np.unique(denied.codes).size)
         if truth_items is not None and population.single_items is None:
             # (the deny list's items and what an earlier run found whole count as found, as
             # in recall_at: denied, they cannot be found again; a denied URL of the top 50

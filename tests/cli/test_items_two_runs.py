@@ -60,4 +60,4 @@ def test_two_runs_lists_the_first_runs_items(
     assert "do not run with --two-runs" in first_list
     assert payload["metrics"]["whole_items_found"] == len(
         {h["item"] for h in whole})
-    assert f"whole items held by some user {len(whole)}" in stdout
+    assert f"found by the rounds: {len(whole)} whole items held by some user" in stdout
