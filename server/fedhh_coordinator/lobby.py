@@ -108,8 +108,8 @@ class Lobby:
         # and until when (Unix time) they may still be busy with that round (``deliver``).
         self._busy: set[int] = set()
         self._busy_until = 0.0
-        # Until when (Unix time) devices that asked a previous process may still be coming
-        # back (``expect_return``).
+        # Until when (time.monotonic()) devices that asked a previous process may still be
+        # coming back (``expect_return``).
         self._returning_until = 0.0
         self._held = False  # the open check-in's window is over, held for them
         self.window_s = 0.0  # the latest check-in's window
@@ -134,7 +134,7 @@ class Lobby:
         loop = asyncio.get_running_loop()
         until = loop.time() + window_s
         busy_until = loop.time() + self._busy_until - time.time()
-        returning_until = loop.time() + self._returning_until - time.time()
+        returning_until = loop.time() + self._returning_until - time.monotonic()
         self._held = False
         try:
             while len(self._cohort) < self._pool_size and not stop():
@@ -214,8 +214,12 @@ class Lobby:
         asked a previous process of the coordinator: after a restart they come back within
         their retry bound (``RETURN_S``), not at once. Before, the first check-in closed at its
         window: 218 of 450 devices were back in its 10 s, and the attempt aborted for too few
-        (one of the round's attempts spent)."""
-        self._returning_until = max(self._returning_until, until)
+        (one of the round's attempts spent). The span is held on the monotonic clock from
+        here: read against the wall clock as each check-in opened, a clock stepped back an hour
+        (NTP correcting one that ran ahead) held a short check-in an hour longer, and one
+        stepped ahead ended the hold at once."""
+        self._returning_until = max(self._returning_until,
+                                    time.monotonic() + until - time.time())
 
     def recheck(self) -> None:
         """Wake the open check-in to ask its ``stop`` again."""

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
+import pytest
+
+from fedhh_coordinator import lobby as lobby_module
 from fedhh_coordinator.lobby import Lobby
 
 
@@ -66,6 +70,40 @@ def test_no_hold_past_the_bound_nor_with_enough_devices() -> None:
 
 def test_an_earlier_bound_does_not_shorten_a_later_one() -> None:
     lobby = Lobby()
-    lobby.expect_return(200.0)
-    lobby.expect_return(100.0)
-    assert lobby._returning_until == 200.0
+    lobby.expect_return(time.time() + 200)
+    later = lobby._returning_until
+    lobby.expect_return(time.time() + 100)
+    assert lobby._returning_until == later
+
+
+def test_a_wall_clock_stepped_back_does_not_lengthen_the_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is a span from the start (RETURN_S), held on the monotonic clock. Before, it
+    was a wall-clock instant read again as the check-in opened: a clock stepped back an hour
+    after the start (NTP correcting a clock that ran ahead) held a check-in short of devices
+    an hour and 0.2 s instead of 0.2 s."""
+    async def scenario() -> list[int]:
+        lobby = Lobby()
+        lobby.expect_return(time.time() + 0.2)
+        stepped = SimpleNamespace(time=lambda: real_time() - 3600, monotonic=time.monotonic)
+        monkeypatch.setattr(lobby_module, "time", stepped)
+        return await lobby.collect(capacity=3, window_s=0.05, min_size=2)
+
+    real_time = time.time
+    assert run(scenario()) == []
+
+
+def test_a_wall_clock_stepped_ahead_does_not_cut_the_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Likewise a clock stepped ahead an hour ended the hold at once."""
+    async def scenario() -> None:
+        lobby = Lobby()
+        lobby.expect_return(time.time() + 60)
+        stepped = SimpleNamespace(time=lambda: real_time() + 3600, monotonic=time.monotonic)
+        monkeypatch.setattr(lobby_module, "time", stepped)
+        collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.05, min_size=2))
+        await _held(lobby)
+        collecting.cancel()
+
+    real_time = time.time
+    run(scenario())
