@@ -385,6 +385,23 @@ def cache_hint(error: OSError) -> str:
             f"; set {registry.CACHE_ENV} to a folder you can write; docs/datasets.md)")
 
 
+class CommandFormatter(logging.Formatter):
+    """A library's warning written as the command's own ('fedhh simulate: warning: ...'), the
+    user reading it beside them; before, in the log's form ('2026-12-06 04:52:49,343 WARNING
+    fedhh.data.text: ...') under fedhh simulate and fedhh data import. With --verbose, the
+    log's form stays, its time and logger read with the debugging lines it adds."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__()
+        self.prog = prog
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{self.prog}: {record.levelname.lower()}: {record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs a failed TLS handshake (a scanner, a client without --ca, a wrong
     # CA) as a plain-text INFO line on stderr: in a service's log of JSON lines, and on an
@@ -405,14 +422,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = [w for w in unknown if w not in ("-v", "--verbose")]
     if unknown:  # named by the subcommand that was given them, not by "fedhh"
         _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     # Every line a command's run ends with is named by the command path the user typed, as
     # argparse names its own errors ("fedhh experiments segmentation: error: ..."); before,
     # fedhh's own errors named only the first word ("fedhh experiments: error: ...").
     prog = _innermost(parser, args).prog
+    stderr = logging.StreamHandler()
+    stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        if args.verbose else CommandFormatter(prog))
+    # (a service's command replaces it with its JSON lines: options.configure_logging)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        handlers=[stderr])
     computing = args.command in COMPUTING
     # (up's and loadtest's services take SIGTERM their own way)
     signals = (signal.SIGINT, signal.SIGTERM) if args.command in TERMINABLE else (signal.SIGINT,)
