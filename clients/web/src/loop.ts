@@ -181,9 +181,12 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
   const keys = generateRoundKeys(random);
   let refusals = 0;
   let quick = 0;  // answers in a row with nothing to do, each at once (noTaskPause)
-  const now = options.now ?? Date.now;
+  // How long the coordinator held a check-in is read on the monotonic clock: on the wall clock
+  // (`options.now`, for the round's deadlines) one set back would read a held long-poll as
+  // answered at once and double the next wait.
+  const elapsed = () => performance.now();
   const idle = async (retryAfterMs: number, sentAt: number) => {
-    quick = now() - sentAt < NO_TASK_HELD_MS ? quick + 1 : 0;
+    quick = elapsed() - sentAt < NO_TASK_HELD_MS ? quick + 1 : 0;
     await pause(noTaskPause(retryAfterMs, quick - 1, (options.jitter ?? systemJitter)()),
                 options.signal);
   };
@@ -191,7 +194,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
     options.onCheckIn?.(failures);
-    const sentAt = now();
+    const sentAt = elapsed();
     try {
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
                                           memory.known, undefined, options.signal);

@@ -107,3 +107,30 @@ test("a coordinator's wait is honoured within bounds, with jitter", async (t) =>
   assert.equal(noTaskPause(0, 1e9, 0.999), NO_TASK_MAX_BACKOFF_MS * (1 + 0.5 * 0.999));
   assert.equal(noTaskPause(Number.NaN, -3, 0), NO_TASK_FLOOR_MS);
 });
+
+test("a check-in held by the coordinator counts as held when the wall clock steps back", async (t) => {
+  // Each check-in is held for a long-poll's 30 s, during which the wall clock is set back an
+  // hour (NTP, a user): read on the wall clock the check-in seemed answered at once, and the
+  // waits doubled as for a coordinator answering in a hot loop.
+  let monotonic = 1_000;
+  let wall = 1_800_000_000_000;
+  t.mock.method(performance, "now", () => monotonic);
+  const stop = new AbortController();
+  let checkIns = 0;
+  const coordinator: Coordinator = {
+    async enroll(): Promise<Identity> { throw new Error("not asked"); },
+    async checkIn(): Promise<CheckIn> {
+      checkIns += 1;
+      if (checkIns > 6) stop.abort(new Error("enough"));
+      monotonic += 30_000;
+      wall -= 3_600_000;
+      return { kind: "wait", retryAfterMs: 0 };
+    },
+  };
+  const delays = recordedTimers(t);
+  await assert.rejects(nextRound(coordinator, IDENTITY, {
+    signal: stop.signal, jitter: () => 0, now: () => wall,
+    aggregatorFor: () => ({}) as Client<typeof SecureAggregation>,
+    report: async () => [] }), /enough/);
+  assert.deepEqual(delays, Array(6).fill(NO_TASK_FLOOR_MS));
+});
