@@ -10,11 +10,13 @@ past that leaves its shard aborted with ``reached_unmask`` true, since nobody ca
 unmasking did not begin.
 
 A worker holds its released shard sum (GetResult's ``hold``) until the combiner tells it the
-sum is in the total (CancelRound's ``delivered``), which it does once the round's outcome is
-journaled: a combiner that stops before then takes the round over at its restart and fetches
-every shard sum again into a new total, each counted once. Before, a worker dropped a shard sum
-as sent: the restarted combiner found the shard "already delivered", and the shard was lost,
-charged as having reached unmasking.
+sum is delivered (CancelRound's ``delivered``), which it does once the coordinator confirmed
+that it has the total and the journal says so, or to drop it (a plain CancelRound) once nobody
+will fetch the total (cancelled, expired) or the sum itself (malformed, its round cancelled): a
+combiner that stops before then takes the round over at its restart (also after its release:
+``CombinerRegistry.restore``) and fetches every shard sum again into a new total, each counted
+once. Before, a restarted combiner lost a total computed but not yet fetched, and a shard sum
+nobody would fetch waited at its worker for the worker's --result-ttl.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class CombinedRound:
 
     def __init__(self, round_id: bytes, shards: list[Shard], pool: WorkerPool,
                  limits: CombinerLimits,
-                 on_finish: Callable[[CombinedRound], concurrent.futures.Future[None] | None],
+                 on_finish: Callable[[CombinedRound], None],
                  on_unmask: Callable[[CombinedRound], None],
                  on_expire: Callable[[CombinedRound], None]) -> None:
         self.round_id = round_id
@@ -139,11 +141,10 @@ class CombinedRound:
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
-        # The outcome's journal write (None: no journal), and the task telling the workers
-        # that their shard sums are in the total once it is on disk (not cancelled by stop:
-        # the coordinator may fetch the total, and the round be forgotten, meanwhile).
-        self._finish_written: concurrent.futures.Future[None] | None = None
-        self._delivering: asyncio.Task[None] | None = None
+        # Set for a round taken over after its release (a restart): its shards finished
+        # before, so their deadlines may be long past (``_collect``).
+        self.released_before = False
+        self._started = 0.0
 
     @property
     def reached_unmask(self) -> bool:
@@ -154,6 +155,7 @@ class CombinedRound:
         return sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
 
     def start(self) -> None:
+        self._started = time.time()
         self._task = asyncio.create_task(self._run(), name=f"combined {round_label(self.round_id)}")
 
     def stop(self) -> None:
@@ -177,9 +179,6 @@ class CombinedRound:
                         self._shard_finished(shard, RoundState.ABORTED,
                                              "the combiner failed collecting it", True)
             self._settle()
-            if self.state == RoundState.RELEASED:
-                self._delivering = asyncio.create_task(
-                    self._shards_delivered(), name=f"shards of {round_label(self.round_id)}")
             await asyncio.sleep(self.limits.result_ttl_s)
         except asyncio.CancelledError:
             return
@@ -190,6 +189,8 @@ class CombinedRound:
     async def _collect(self, shard: Shard) -> None:
         worker = self.pool[shard.worker].control
         deadline = shard.config.deadlines.unmask / 1000 + self.limits.slack_s
+        if self.released_before:  # (a cancel at a passed deadline would drop a held sum)
+            deadline = max(deadline, self._started + self.limits.slack_s)
         give_up = deadline + self.limits.patience_s
         backoff = Backoff(0.2, 5.0)
         while shard.state == RoundState.RUNNING:
@@ -224,6 +225,7 @@ class CombinedRound:
                         "shard": round_label(shard.round_id), "fault": fault})
                     self._shard_finished(shard, RoundState.ABORTED,
                                          f"the worker's sum is malformed: {fault}", True)
+                    await self._drop_held([shard], delivered=False)
                     return
                 if self.total is None:
                     self.total = np.zeros(self.dimension, dtype=np.int64)
@@ -232,22 +234,29 @@ class CombinedRound:
                 shard.contributors = result.num_contributors
                 self._shard_finished(shard, RoundState.RELEASED, "", True)
 
-    async def _shards_delivered(self) -> None:
-        """Tell each released shard's worker to drop its held sum as delivered, once the
-        round's outcome is on disk: before that a restarted combiner takes the round over
+    async def let_go(self, written: concurrent.futures.Future[None] | None, *,
+                     delivered: bool) -> None:
+        """Tell each released shard's worker to drop its held sum, as ``delivered`` (the
+        coordinator has the total) or not (nobody will fetch it), once the journal says so
+        (``written``; None: no journal): before that a restarted combiner takes the round over
         and fetches the shard sums again. A write that failed leaves them held (the workers
         drop them at their --result-ttl), as does a worker that does not answer."""
-        if self._finish_written is not None:
+        if written is not None:
             try:
-                await asyncio.wrap_future(self._finish_written)
+                await asyncio.wrap_future(written)
             except OSError:
                 return
+        await self._drop_held([s for s in self.shards if s.state == RoundState.RELEASED],
+                              delivered=delivered)
 
+    async def _drop_held(self, shards: list[Shard], *, delivered: bool) -> None:
         async def one(shard: Shard) -> None:
+            control = self.pool[shard.worker].control
             with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                await self.pool[shard.worker].control.cancel(shard.round_id, delivered=True)
+                await (control.cancel(shard.round_id, delivered=True) if delivered
+                       else control.cancel(shard.round_id))
 
-        await asyncio.gather(*(one(s) for s in self.shards if s.state == RoundState.RELEASED))
+        await asyncio.gather(*(one(s) for s in shards))
 
     async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
@@ -302,7 +311,7 @@ class CombinedRound:
             log.warning("sharded round aborted", extra={
                 "round_id": round_label(self.round_id), "reached_unmask": self.reached_unmask})
         self.finished.set()
-        self._finish_written = self._on_finish(self)
+        self._on_finish(self)
 
     # -- the coordinator's side ----------------------------------------------------------------
 
@@ -311,19 +320,22 @@ class CombinedRound:
         return self.state
 
     async def cancel(self) -> RoundState:
-        """Abort every running shard at its worker; the round releases nothing."""
+        """Abort every running shard at its worker, and drop the sums its released shards'
+        workers hold for it; the round releases nothing."""
         if self.state != RoundState.RUNNING:
             return self.state
         if self._task is not None:
             self._task.cancel()
         running = [s for s in self.shards if s.state == RoundState.RUNNING]
+        released = [s for s in self.shards if s.state == RoundState.RELEASED]
 
         async def cancel_one(shard: Shard) -> None:
             with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
                 await self.pool[shard.worker].control.cancel(shard.round_id)
             await self._settle_from_outcome(shard, "cancelled")
 
-        await asyncio.gather(*(cancel_one(s) for s in running))
+        await asyncio.gather(*(cancel_one(s) for s in running),
+                             self._drop_held(released, delivered=False))
         self.total = None
         self.state = RoundState.ABORTED
         self.abort_reason = "cancelled"

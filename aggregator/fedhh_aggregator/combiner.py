@@ -11,9 +11,12 @@ unmasking (nothing was revealed: the coordinator may retry under a new round id)
 With a journal (``--state-dir``), a round that was running when the combiner stopped is taken
 over again at start: its shards ran on at their workers, so the new collector fetches their
 outcomes as the old one would have, shard sums the old one had taken in included (held at their
-workers until the round's outcome is journaled: ``CombinedRound``). A total that was computed
-and journaled but not delivered is lost with the process (the round reports released,
-``sum_available`` false: the coordinator charges it).
+workers until the total is delivered or dropped: ``CombinedRound``). So is a released round
+whose total was neither delivered nor dropped, within ``result_ttl_s`` of its release: its
+total is rebuilt from the sums its workers still hold. Before, such a total was lost with the
+process (the round reported released, ``sum_available`` false: the coordinator charged it), as
+it still is for a round journaled before the workers held their sums (its ``finish`` has no
+``held``), past ``result_ttl_s``, or whose shards no longer fit the combiner.
 """
 
 from __future__ import annotations
@@ -69,12 +72,15 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         self.pool = pool
         self.limits = limits or CombinerLimits()
         super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s)
+        # Forgotten released rounds telling their workers to drop the held shard sums.
+        self._letting_go: set[asyncio.Task[None]] = set()
 
     # -- restart -------------------------------------------------------------------------------
 
     def restore(self) -> None:
-        """Replay the journal: finished rounds become tombstones, running ones are taken over
-        (their collectors start)."""
+        """Replay the journal: finished rounds become tombstones, running ones (and released
+        ones whose total is still to be fetched: the module docstring) are taken over (their
+        collectors start)."""
         if self.journal is None:
             return
         records = self.journal.load()
@@ -90,7 +96,9 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             # taken over. A finished round is not: its tombstone only answers for it (a shard
             # on a worker no longer listed answers as unknown), and refusing it would leave an
             # operator who shrank --worker only the choice of dropping every round's record.
-            if not record.state:
+            fetch_again = record.held and not (record.delivered or record.dropped) and (
+                time.time() < record.finished_at + self.limits.result_ttl_s)
+            if not record.state or fetch_again:
                 try:
                     if unlisted:
                         index, address = next(iter(unlisted.items()))
@@ -99,15 +107,20 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                                           f"--worker no longer lists ({listed})")
                     self._check(record.round_id, [Placement(s.signed, s.worker) for s in shards])
                 except (AuthenticationError, ConfigError) as error:
-                    raise ConfigError(
-                        f"{label} does not fit this combiner ({error}); start it with the "
-                        "coordinator key and --worker list the round opened with, or move the "
-                        "file away to start without the record of earlier rounds") from None
-            if record.state:
+                    if fetch_again:  # (the total is lost, as a finished round's record stays)
+                        fetch_again = False
+                    else:
+                        raise ConfigError(
+                            f"{label} does not fit this combiner ({error}); start it with the "
+                            "coordinator key and --worker list the round opened with, or move "
+                            "the file away to start without the record of earlier rounds"
+                        ) from None
+            if record.state and not fetch_again:
                 self._tombstones.bury(record.round_id, _tombstone_of(record, shards),
                                       prune=False)
                 continue
             round_ = self._new_round(record.round_id, shards)
+            round_.released_before = fetch_again
             # Its workers accepted every shard before the coordinator heard of the round:
             # one that has no record of its shard now lost it (``Shard.opened``). Before, a
             # taken-over shard never counted as accepted, and one whose worker had also lost
@@ -118,8 +131,9 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                 round_.observe_unmask()  # (already journaled; shards will say it again)
             self._rounds[record.round_id] = round_
             round_.start()
-            log.info("sharded round taken over after a restart",
-                     extra={"round_id": round_label(record.round_id), "shards": len(shards)})
+            log.info("sharded round taken over after a restart", extra={
+                "round_id": round_label(record.round_id), "shards": len(shards),
+                "released_before": fetch_again})
         self._tombstones.prune()
         self.journal.rewrite()
 
@@ -245,11 +259,11 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
 
     # -- finishing and forgetting --------------------------------------------------------------
 
-    def _finished(self, round_: CombinedRound) -> concurrent.futures.Future[None] | None:
-        if self.journal is None:
-            return None
-        return self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
-                                     round_.reached_unmask, round_.contributors)
+    def _finished(self, round_: CombinedRound) -> None:
+        if self.journal is not None:
+            self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
+                                  round_.reached_unmask, round_.contributors,
+                                  held=round_.state == RoundState.RELEASED)
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
         if self.journal is not None and round_.round_id in self.journal.records:
@@ -263,14 +277,27 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             return
         del self._rounds[round_.round_id]
         round_.stop()
-        if delivered and self.journal is not None:
-            self.journal.delivered(round_.round_id)
+        if round_.state == RoundState.RELEASED:
+            self._let_go(round_, delivered)
         state = OutcomeState.RELEASED if round_.state == RoundState.RELEASED else \
             OutcomeState.ABORTED if round_.state == RoundState.ABORTED else OutcomeState.RUNNING
         outcome = RecordedOutcome(state, round_.session_id, None, round_.reached_unmask,
                           round_.abort_reason, delivered, False, round_.contributors)
         self._tombstones.bury(round_.round_id,
                               _Tombstone(outcome, why, time.time(), tuple(round_.shards)))
+
+    def _let_go(self, round_: CombinedRound, delivered: bool) -> None:
+        """Tell a forgotten released round's workers to drop their shard sums, once the
+        journal says its total was delivered or dropped (a restart before then takes the round
+        over and fetches them again)."""
+        written: concurrent.futures.Future[None] | None = None
+        if self.journal is not None:
+            record = self.journal.delivered if delivered else self.journal.dropped
+            written = record(round_.round_id)
+        task = asyncio.create_task(round_.let_go(written, delivered=delivered),
+                                   name=f"shards of {round_label(round_.round_id)}")
+        self._letting_go.add(task)
+        task.add_done_callback(self._letting_go.discard)
 
     def close(self) -> None:
         """Stop collecting (the service stops). With a journal the shards run on and a
@@ -320,7 +347,8 @@ def _shards_of(record: RoundRecord, pool: WorkerPool) -> tuple[list[Shard], dict
 
 def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
     if record.state == RoundState.RELEASED.value:
-        why = "delivered" if record.delivered else "its total was lost in a combiner restart"
+        why = "delivered" if record.delivered else "dropped unfetched" if record.dropped else \
+            "its total was lost in a combiner restart"
         outcome = RecordedOutcome(OutcomeState.RELEASED, record.session_id, None, True, "",
                           record.delivered, False, record.contributors)
     else:

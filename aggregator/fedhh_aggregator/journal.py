@@ -14,8 +14,15 @@ written and fsync'd before the event it records takes effect:
   unmask request is visible to any device, so after a crash it is on disk whenever a device
   may have revealed a share;
 - ``finish``: the round released a sum or aborted (reason, whether unmasking had begun, the
-  contributor count);
-- ``delivered``: the whole sum was streamed to the coordinator.
+  contributor count; a combiner's released round adds ``held``: its workers hold their shard
+  sums until the total is delivered or dropped, so a restarted combiner can fetch them again);
+- ``delivered``: the whole sum was streamed to the coordinator (or, held for it, the coordinator
+  said it read it);
+- ``dropped`` (the combiner's): a released total nobody will fetch (cancelled, expired) was
+  dropped, and its workers may drop their shard sums.
+
+A journal written before ``held`` and ``dropped`` existed reads as before: its released rounds
+hold nothing at their workers.
 
 Loading replays the file into one :class:`RoundRecord` per round. A final line without its
 newline is a write that a crash interrupted (nothing acted on it yet) and is dropped; any other
@@ -68,7 +75,7 @@ class RenameNotDurable(OSError):
 FILE_NAME = "outcomes.jsonl"
 LOCK_NAME = "outcomes.lock"  # held by the one service of the directory (Journal.load)
 _VERSION = 1
-_OPS = ("open", "shards_opened", "unmask", "finish", "delivered")
+_OPS = ("open", "shards_opened", "unmask", "finish", "delivered", "dropped")
 OUTCOME_STATES = ("released", "aborted")
 SESSION_ID_BYTES = 32  # SHA-256: fedhh.secagg.session_id_of, combined.plan_id
 MAX_CONTRIBUTORS = 2**32 - 1  # GetOutcome's num_contributors is a uint32
@@ -90,6 +97,8 @@ class RoundRecord:
     finished_at: float = 0.0
     detail: dict[str, Any] | None = None  # the opener's own JSON data (the combiner's shards)
     shards_opened: bool = False  # (the combiner's) every shard's worker accepted its open
+    held: bool = False  # (the combiner's) released: its workers hold the shard sums
+    dropped: bool = False  # (the combiner's) released, its total dropped unfetched
 
 
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
@@ -128,20 +137,24 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
         state, reason = entry["state"], entry.get("reason", "")
         contributors = entry.get("contributors", 0)
         reached_unmask = entry.get("reached_unmask", False)
+        held = entry.get("held", False)
         if state not in OUTCOME_STATES:
             raise ValueError(f"an outcome is one of {', '.join(OUTCOME_STATES)}, not "
                              f"{state!r:.40}")
         if type(contributors) is not int or not 0 <= contributors <= MAX_CONTRIBUTORS:
             raise ValueError(f"a contributor count is 0 to {MAX_CONTRIBUTORS}, not "
                              f"{contributors!r:.40}")
-        if not isinstance(reason, str) or not isinstance(reached_unmask, bool):
-            raise ValueError("a reason is text and reached_unmask true or false")
+        if not (isinstance(reason, str) and isinstance(reached_unmask, bool)
+                and isinstance(held, bool)):
+            raise ValueError("a reason is text, reached_unmask and held true or false")
         records[round_id] = replace(
             record, state=state, reason=reason[:MAX_REASON],
             unmask_started=record.unmask_started or reached_unmask,
-            contributors=contributors, finished_at=float(at))
+            contributors=contributors, finished_at=float(at), held=held)
     elif op == "delivered":
         records[round_id] = replace(record, delivered=True)
+    elif op == "dropped":
+        records[round_id] = replace(record, dropped=True)
 
 
 def _record_lines(record: RoundRecord) -> Iterable[bytes]:
@@ -154,11 +167,14 @@ def _record_lines(record: RoundRecord) -> Iterable[bytes]:
     if record.unmask_started:
         yield _line("unmask", record.round_id, at=record.opened_at)
     if record.state:
+        held = {"held": True} if record.held else {}
         yield _line("finish", record.round_id, state=record.state, reason=record.reason,
                     reached_unmask=record.unmask_started, contributors=record.contributors,
-                    at=record.finished_at)
+                    at=record.finished_at, **held)
     if record.delivered:
         yield _line("delivered", record.round_id, at=record.finished_at)
+    if record.dropped:
+        yield _line("dropped", record.round_id, at=record.finished_at)
 
 
 class Journal:
@@ -389,8 +405,10 @@ class Journal:
         _apply(self.records, json.loads(line))
         return self._worker.submit(self._write, line)
 
-    def _submit_logged(self, line: bytes) -> None:
-        self._submit(line).add_done_callback(_log_failure)
+    def _submit_logged(self, line: bytes) -> concurrent.futures.Future[None]:
+        written = self._submit(line)
+        written.add_done_callback(_log_failure)
+        return written
 
     async def opened(self, round_id: bytes, session_id: bytes,
                      detail: dict[str, Any] | None = None) -> None:
@@ -416,18 +434,23 @@ class Journal:
         self._submit_logged(_line("unmask", round_id, at=time.time()))
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
-                 contributors: int) -> concurrent.futures.Future[None]:
-        """Record a round's outcome (written in order, without waiting); the write's future,
-        for a caller that must know it is on disk (a failure is logged either way)."""
-        written = self._submit(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
-                                     reached_unmask=reached_unmask, contributors=contributors,
-                                     at=time.time()))
-        written.add_done_callback(_log_failure)
-        return written
+                 contributors: int, *, held: bool = False) -> None:
+        """Record a round's outcome (written in order, without waiting); ``held``: a
+        combiner's released round whose workers hold their shard sums."""
+        extra = {"held": True} if held else {}
+        self._submit_logged(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
+                                  reached_unmask=reached_unmask, contributors=contributors,
+                                  at=time.time(), **extra))
 
-    def delivered(self, round_id: bytes) -> None:
-        """Record that the whole sum reached the coordinator (without waiting)."""
-        self._submit_logged(_line("delivered", round_id, at=time.time()))
+    def delivered(self, round_id: bytes) -> concurrent.futures.Future[None]:
+        """Record that the whole sum reached the coordinator (written in order, without
+        waiting); the write's future, for a caller that must know it is on disk (a failure is
+        logged either way)."""
+        return self._submit_logged(_line("delivered", round_id, at=time.time()))
+
+    def dropped(self, round_id: bytes) -> concurrent.futures.Future[None]:
+        """Record that a released total was dropped unfetched, as :meth:`delivered` does."""
+        return self._submit_logged(_line("dropped", round_id, at=time.time()))
 
     def keep_only(self, round_ids: Iterable[bytes]) -> None:
         """Drop every other record from memory and, once the file is long, from the file."""

@@ -3,12 +3,13 @@ shard sum its signed config rules out is refused and the shard settled at once; 
 worker that no longer knows a shard it accepted leaves it charged as reached unmasking, also
 when the combiner took the round over after a restart (its journal's ``shards_opened``); a
 shard sum its worker sent before the combiner stopped is held there and fetched again by the
-restarted combiner, counted once."""
+restarted combiner, counted once, as is a total released but not yet fetched; a worker is told
+its sum is delivered only once the coordinator confirmed it has the total, and to drop it once
+nobody will fetch it (the total cancelled, the sum malformed, its round cancelled)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.config import StageDeadlines
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
 from fedhh_aggregator.combiner import CombinerRegistry, Placement
+from fedhh_aggregator.control import ResultReport, ShardedRoundControl
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.rounds import RoundState
 
@@ -32,10 +34,14 @@ DIMENSION = 8
 
 
 class Worker:
-    """Answers GetResult with ``total`` at once."""
+    """Answers GetResult with ``total`` at once; ``told``: its CancelRounds."""
 
     def __init__(self, total: np.ndarray) -> None:
         self.total = total
+        self.told: list[str] = []
+
+    async def cancel(self, round_id: bytes, delivered: bool = False) -> None:
+        self.told.append("delivered" if delivered else "dropped")
 
     async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
         return SimpleNamespace(total=self.total, survivors=(1, 2, 3), signatures=(),
@@ -104,6 +110,13 @@ def test_a_sum_its_shard_config_rules_out_is_refused(lie: np.ndarray, fault: str
     assert liar.reached_unmask  # charged as a shard lost after unmasking
     assert combined.state == RoundState.RELEASED and combined.contributors == 3
     assert total == honest().tolist()
+    # Nobody will fetch the malformed sum: its worker drops it at once (before, it held it for
+    # its --result-ttl); the good one is held for the total.
+    assert [w.control.told for w in pool_of(combined)] == [[], ["dropped"]]
+
+
+def pool_of(combined: CombinedRound) -> list[Any]:
+    return combined.pool  # type: ignore[return-value]
 
 
 def test_honest_sums_add_up() -> None:
@@ -268,12 +281,12 @@ async def until(condition: Callable[[], bool]) -> None:
 
 class HoldingWorker(AcceptingForgetfulWorker):
     """A worker whose shard released ``total``: a sum sent is dropped there as delivered,
-    unless GetResult asked to hold it (then kept until CancelRound's ``delivered``)."""
+    unless GetResult asked to hold it (then kept until a CancelRound, ``told``)."""
 
     def __init__(self, total: np.ndarray) -> None:
         self.total = total
         self.dropped = False
-        self.delivered = 0
+        self.told: list[str] = []
 
     async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
         if self.dropped:
@@ -287,8 +300,7 @@ class HoldingWorker(AcceptingForgetfulWorker):
                             durable=True)
 
     async def cancel(self, round_id: bytes, delivered: bool = False) -> None:
-        assert delivered, "a released shard is only ever said delivered here"
-        self.delivered += 1
+        self.told.append("delivered" if delivered else "dropped")
         self.dropped = True
 
 
@@ -296,12 +308,10 @@ def test_a_shard_sum_sent_before_a_combiner_restart_is_fetched_again_and_counted
         tmp_path: Path) -> None:
     # Worker 0 sent its shard sum, worker 1 still ran its shard, and the combiner stopped.
     # The restarted combiner takes the round over and fetches worker 0's sum again: it was
-    # held there (the combiner tells a worker its sum is in the total only once the round's
-    # outcome is journaled). Before, worker 0 had dropped it as sent: the restarted combiner
-    # found it "already delivered", and the shard was lost, charged as reached unmasking.
-    cohorts = [make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
-                           windows_ms=(600_000,) * 5, round_id=b"r/1/1/s%d" % j)
-               for j in range(2)]
+    # held there (the combiner tells a worker its sum is delivered only once the coordinator
+    # confirmed it has the total). Before, worker 0 had dropped it as sent: the restarted
+    # combiner found it "already delivered", and the shard was lost, charged as reached
+    # unmasking.
     first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
 
     async def sent_then_stopped() -> None:
@@ -309,32 +319,160 @@ def test_a_shard_sum_sent_before_a_combiner_restart_is_fetched_again_and_counted
                                     journal=Journal(tmp_path))
         combiner.restore()
         try:
-            round_, _ = await combiner.open(
-                b"r/1/1", [Placement(c.signed, j) for j, c in enumerate(cohorts)])
+            round_ = await opened(combiner)
             await asyncio.wait_for(until(lambda: round_.shards[0].state != RoundState.RUNNING),
                                    20)  # (the combiner took worker 0's sum in)
         finally:
             combiner.close()
 
     async def restarted() -> tuple[CombinedRound, list[int]]:
-        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(first, second),  # type: ignore[arg-type]
-                                    journal=Journal(tmp_path))
+        combiner = journaled(tmp_path, first, second)
         try:
-            combiner.restore()
             (round_,) = combiner._rounds.values()
             await asyncio.wait_for(round_.finished.wait(), 20)
             total = [] if round_.total is None else round_.total.tolist()
-            # (the workers are told once the outcome is on disk)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(until(lambda: first.delivered + second.delivered >= 2), 20)
+            await fetched_and_confirmed(combiner, first, second)
             return round_, total
         finally:
             combiner.close()
 
     asyncio.run(sent_then_stopped())
-    assert first.delivered == 0  # held: the round's outcome was never journaled
+    assert first.told == []  # held: the round never released
     round_, total = asyncio.run(restarted())
     assert [s.state for s in round_.shards] == [RoundState.RELEASED] * 2
     assert round_.contributors == 6
     assert total == (3 * honest().astype(np.int64)).tolist()  # each shard counted once
-    assert (first.delivered, second.delivered) == (1, 1)
+    assert (first.told, second.told) == (["delivered"], ["delivered"])
+
+
+COHORTS = [make_cohort(4, DIMENSION, 3, 2, n_min=3, consistency_check=True,
+                       windows_ms=(600_000,) * 5, round_id=b"r/1/1/s%d" % j)
+           for j in range(2)]
+
+
+def journaled(state: Path, *controls: Any) -> CombinerRegistry:
+    """A combiner over stand-in workers, started on the journal in ``state``."""
+    combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(*controls),  # type: ignore[arg-type]
+                                journal=Journal(state))
+    combiner.restore()
+    return combiner
+
+
+async def opened(combiner: CombinerRegistry) -> CombinedRound:
+    round_, _ = await combiner.open(
+        b"r/1/1", [Placement(c.signed, j) for j, c in enumerate(COHORTS)])
+    return round_
+
+
+async def fetched_and_confirmed(combiner: CombinerRegistry, *workers: HoldingWorker
+                                ) -> list[int]:
+    """The coordinator's side: the total read (held), then said delivered; the workers are
+    told so only then."""
+    sent: list[ResultReport] = []
+
+    async def send(report: ResultReport) -> None:
+        sent.append(report)
+
+    control = ShardedRoundControl(combiner)
+    await control.get_result(b"r/1/1", 20, send, hold=True)
+    (report,) = sent
+    assert report.state == RoundState.RELEASED and report.total is not None
+    await asyncio.sleep(0.05)  # (time for a wrong early word to the workers to arrive)
+    assert [w.told for w in workers] == [[]] * len(workers)
+    await control.cancel(b"r/1/1", delivered=True)
+    await asyncio.wait_for(until(lambda: all(w.told for w in workers)), 20)
+    return report.total.tolist()
+
+
+async def released_then_stopped(tmp_path: Path, *workers: HoldingWorker) -> None:
+    """The combiner opens the round over ``workers``, collects its total and stops before the
+    coordinator fetched it (the round's ``finish`` is on disk)."""
+    combiner = journaled(tmp_path, *workers)
+    try:
+        round_, _ = await combiner.open(
+            b"r/1/1", [Placement(c.signed, j) for j, c in enumerate(COHORTS)])
+        await asyncio.wait_for(round_.finished.wait(), 20)
+    finally:
+        combiner.close()  # (finishes the journal's writes)
+
+
+def test_a_total_released_before_a_combiner_restart_is_fetched_again_and_delivered_once(
+        tmp_path: Path) -> None:
+    # The combiner released the round (its outcome journaled) and stopped before the
+    # coordinator read the total. The restarted combiner takes it over and rebuilds the total
+    # from the shard sums its workers still hold, each once; they are told delivered only once
+    # the coordinator says it has it, and a later start does not take the round over again.
+    # Before, the workers were told delivered at the journal's finish line and the restarted
+    # combiner's total was lost ("its total was lost in a combiner restart"), charged.
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def restarted() -> list[int]:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            return await fetched_and_confirmed(combiner, first, second)
+        finally:
+            combiner.close()
+
+    asyncio.run(released_then_stopped(tmp_path, first, second))
+    assert (first.told, second.told) == ([], [])
+    assert asyncio.run(restarted()) == (3 * honest().astype(np.int64)).tolist()
+    assert (first.told, second.told) == (["delivered"], ["delivered"])
+
+    async def once_more() -> tuple[Any, int]:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            return combiner.outcome(b"r/1/1"), len(combiner)
+        finally:
+            combiner.close()
+
+    (outcome, _), running = asyncio.run(once_more())
+    assert running == 0 and outcome.delivered
+
+
+def test_a_total_cancelled_unfetched_has_its_shard_sums_dropped_and_stays_dropped(
+        tmp_path: Path) -> None:
+    # The coordinator cancels a released total it never read: the workers drop their held
+    # shard sums at once (before: held for their --result-ttl, or said delivered), and a
+    # restarted combiner does not take the round over (the journal's ``dropped``).
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def released_then_cancelled() -> None:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            round_ = await opened(combiner)
+            await asyncio.wait_for(round_.finished.wait(), 20)
+            assert await ShardedRoundControl(combiner).cancel(b"r/1/1") == RoundState.RELEASED
+            await asyncio.wait_for(until(lambda: bool(first.told and second.told)), 20)
+        finally:
+            combiner.close()
+
+    async def restarted() -> int:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            return len(combiner)
+        finally:
+            combiner.close()
+
+    asyncio.run(released_then_cancelled())
+    assert (first.told, second.told) == (["dropped"], ["dropped"])
+    assert asyncio.run(restarted()) == 0
+
+
+def test_a_cancelled_round_drops_the_shard_sums_its_workers_hold(tmp_path: Path) -> None:
+    # Worker 0 released its shard (its sum held for the total), worker 1 still runs its
+    # shard, and the coordinator cancels the round: both are cancelled at their workers.
+    # Before, only the running shard was: worker 0 held its sum for its --result-ttl.
+    first, pending = HoldingWorker(honest()), PendingWorker()
+
+    async def cancelled() -> RoundState:
+        combiner = journaled(tmp_path, first, pending)
+        try:
+            round_ = await opened(combiner)
+            await asyncio.wait_for(until(lambda: round_.shards[0].state != RoundState.RUNNING),
+                                   20)
+            return await combiner.cancel(b"r/1/1")
+        finally:
+            combiner.close()
+
+    assert asyncio.run(cancelled()) == RoundState.ABORTED
+    assert pending.cancelled and first.told == ["dropped"]
