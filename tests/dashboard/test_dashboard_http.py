@@ -4,6 +4,7 @@ the coordinator's database."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import http.client
 import json
@@ -295,7 +296,7 @@ def test_the_dashboard_never_writes_the_database(served: Served) -> None:
 
 
 def test_spend_matches_the_ledger(served: Served) -> None:
-    detail = served.views.run("r1")
+    detail = asyncio.run(served.views.run("r1"))
     ledger = PrivacyLedger.from_dict(served.views.store.run("r1").ledger)
     assert [c.contributors for c in detail.spend.charges] == [190, 190]
     assert detail.spend.charges[-1].cumulative == pytest.approx(ledger.spent_epsilon(),

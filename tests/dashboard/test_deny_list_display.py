@@ -75,7 +75,7 @@ def test_a_deny_list_is_displayed_once_off_the_event_loop(
         shown = []
         for _ in range(2):  # (a page, then the live page's next render)
             await views.show_deny("d")
-            shown.append(views.run("d").deny)
+            shown.append((await views.run("d")).deny)
         await views.show_deny("unknown")  # (left to ``run`` to say)
         return shown
 
@@ -137,7 +137,7 @@ def test_get_results_and_the_dashboard_display_a_deny_list_once_between_them(
                      for _ in range(2)]
         shown = await views.show_deny("d")
         assert shown is not None
-        return [*lists, list(shown), list(views.run("d").deny)]
+        return [*lists, list(shown), list((await views.run("d")).deny)]
 
     calls = _watch_display(monkeypatch)
     try:

@@ -56,8 +56,8 @@ def test_the_downloads_match_a_cut_prefix_by_its_characters(served: Served) -> N
     real = served.views.run
     hits, cut = _lists()
 
-    def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
-        return dataclasses.replace(real(run_id, *args, **kwargs), hits=hits, cut=cut)
+    async def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(await real(run_id, *args, **kwargs), hits=hits, cut=cut)
 
     served.views.run = run
     session = {"Cookie": served.sign_in()}

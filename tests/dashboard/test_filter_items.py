@@ -128,8 +128,8 @@ def test_the_downloads_keep_what_the_pages_filter_keeps(served: Served) -> None:
     real = served.views.run
     items = ("straße", "STRASSE", "ﬁnance", "finance")
 
-    def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
-        return dataclasses.replace(real(run_id, *args, **kwargs), hits=tuple(
+    async def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(await real(run_id, *args, **kwargs), hits=tuple(
             Hit(rank, item, 10.0, 1.0, 1) for rank, item in enumerate(items, 1)), cut=())
 
     served.views.run = run
@@ -176,8 +176,8 @@ def test_every_filter_the_box_takes_reaches_the_downloads_whole(served: Served) 
     items = (needle + "x", needle[:-1] + "x", "\u0130" * longest, needle[2:])
     real = served.views.run
 
-    def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
-        return dataclasses.replace(real(run_id, *args, **kwargs), hits=tuple(
+    async def run(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(await real(run_id, *args, **kwargs), hits=tuple(
             Hit(rank, item, 10.0, 1.0, 1) for rank, item in enumerate(items, 1)), cut=())
 
     served.views.run = run

@@ -11,7 +11,6 @@ is still shown."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
-from offline_dashboard_kit import offline_dashboard
+from offline_dashboard_kit import LoopProbe, offline_dashboard
 
 from fedhh.config import RunConfig
 from fedhh_coordinator.dashboard.reader import Reader
@@ -41,22 +40,9 @@ def test_the_runs_fleet_and_budgets_pages_read_while_the_loop_answers(
         asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
                                                 min_devices=300, deny_list=("spam",)), run_id))
     store.set_run_state("b", "running")
-    loop_of: list[asyncio.AbstractEventLoop] = []
-    answered: dict[str, list[bool]] = {}  # each read: whether the loop ran its callback
-
+    probe = LoopProbe(PROBE_S)
     for owner, name in READS:
-        step: Callable[..., Any] = getattr(owner, name)
-
-        def probed(*args: Any, _name: str = name, _step: Callable[..., Any] = step,
-                   **kwargs: Any) -> Any:
-            if loop_of:
-                ran = threading.Event()
-                held = any(not ok for calls in answered.values() for ok in calls)
-                loop_of[0].call_soon_threadsafe(ran.set)
-                answered.setdefault(_name, []).append(not held and ran.wait(PROBE_S))
-            return _step(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, probed)
+        probe.watch(monkeypatch, owner, name)
     dashboard = offline_dashboard(store, db, "b")
     views = dashboard.views
     rendered: list[dict[str, str]] = []
@@ -69,7 +55,7 @@ def test_the_runs_fleet_and_budgets_pages_read_while_the_loop_answers(
     monkeypatch.setattr(dashboard.live, "serve", serve)
 
     async def viewed() -> list[str]:
-        loop_of.append(asyncio.get_running_loop())
+        probe.loop = asyncio.get_running_loop()
         pages = []
         for path, handler in (("/runs", dashboard.runs), ("/fleet", dashboard.fleet),
                               ("/budgets", dashboard.budgets)):
@@ -85,8 +71,8 @@ def test_the_runs_fleet_and_budgets_pages_read_while_the_loop_answers(
     finally:
         views.reader.close()
         store.close()
-    assert {name for _, name in READS} <= set(answered)
-    assert answered == {name: [True] * len(calls) for name, calls in answered.items()}
+    assert {name for _, name in READS} <= set(probe.answered)
+    assert probe.all_free(), probe.answered
     # (what run b is doing: the runner's progress, read on the loop)
     assert "round 1.1: check-in" in runs_page and "b, round 1.1: check-in" in fleet_page
     assert "round 1.1: check-in" in rendered[0]["runs"]

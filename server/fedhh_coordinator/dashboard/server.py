@@ -346,11 +346,11 @@ class Dashboard:
 
     async def _detail(self, run_id: str) -> RunDetail:
         """``Views.run`` of the run as its page, its downloads and each render of its live page
-        show it: the planner asked once, its deny list displayed once and its row read, each in
-        a thread (NotFoundError or StoreDamaged as ``Views.run``)."""
+        show it: the planner asked once, its deny list displayed once and the run read and
+        built, each in a thread (NotFoundError or StoreDamaged as ``Views.run``)."""
         await self.views.ask_planner(run_id)
         deny = await self.views.show_deny(run_id)
-        return self.views.run(run_id, deny, await self.views.read(run_id))
+        return await self.views.run(run_id, deny)
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
@@ -416,7 +416,7 @@ class Dashboard:
         deny = await self.views.show_deny(run_id)
 
         async def regions() -> dict[str, Html]:
-            detail = self.views.run(run_id, deny, await self.views.read(run_id))
+            detail = await self.views.run(run_id, deny)
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
                     "hits": pages.hits_table(run_id, detail.hits, detail.cut,

@@ -122,8 +122,9 @@ class RunRead(NamedTuple):
 
 class FleetRead(NamedTuple):
     """What ``Views.fleet`` reads from the store and the reader (``Views._fleet_read``): the
-    latest runs' rows, each with its n_min and rounds, newest first."""
-    runs: tuple[tuple[RunRow, int, list[RoundRow]], ...]
+    latest runs' rows, each with its n_min, rounds and finished attempts (``_settled``),
+    newest first."""
+    runs: tuple[tuple[RunRow, int, list[RoundRow], list[AttemptView | None]], ...]
     counts: FleetCounts
     enrollments: tuple[Enrolled, ...]
 
@@ -197,6 +198,17 @@ def _completion_note(rounds: list[RoundRow], parts: RunParts, hits: tuple[Hit, .
                                    config.rounds, config.completion_weight, thresholds)
     shown = budget if any(h.cause == ran_out for h in (*hits, *cut)) else ""
     return " ".join(filter(None, (lost, shown)))
+
+
+# The states of an attempt the runner may be in: drawn with its progress, on the event loop
+LIVE = ("open", "releasing")
+
+
+def _settled(n_min: int, now: float, rounds: list[RoundRow]) -> list[AttemptView | None]:
+    """The attempt of each of ``rounds`` the runner cannot be in (not ``LIVE``), drawn
+    without its progress (in a thread: a run's attempts are one a round and more); None for
+    the others, which ``Views._attempts`` draws on the loop."""
+    return [None if r.state in LIVE else attempt_view(r, n_min, None, 0, now) for r in rounds]
 
 
 class Views:
@@ -335,46 +347,58 @@ class Views:
         return RunRead(row, RunParts.load(row), self.store.rounds(run_id),
                        self.reader.run_times().get(run_id))
 
-    async def read(self, run_id: str) -> RunRead:
-        """What ``run`` shows of ``run_id`` as the store holds it, read in a thread: its row
-        read whole and its parts built (``RunParts.load``: ~2.2 s with 1,000,000 deny-list
-        items) held the event loop, no device or caller answered, on each page, download
-        and live render (once a second) of the run. NotFoundError or StoreDamaged as
-        ``run``."""
-        return await off_loop(self._read, run_id)
-
-    def run(self, run_id: str, deny: tuple[str, ...] | None = None,
-            read: RunRead | None = None) -> RunDetail:
-        """One run (NotFoundError if there is none of that id) from ``read`` (``read``'s; else
-        read here, on the caller's thread); its budget words the planner's where
-        ``ask_planner`` has answered, else the test alone (``ran_out_cause``); its deny list
-        ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it, else displayed
-        here. The runner's progress is read here, on the event loop that changes it."""
+    async def run(self, run_id: str, deny: tuple[str, ...] | None = None) -> RunDetail:
+        """One run (NotFoundError if there is none of that id, StoreDamaged if its row is),
+        read and built in a thread (``_built``): its row read whole and its parts built
+        (``RunParts.load``: ~2.2 s with 1,000,000 deny-list items), its heavy hitters and cut
+        prefixes found, its ledger composed and its finished attempts drawn, which for a run
+        of many rounds and a large tree held the event loop, no device or caller answered, on
+        each page, download and live render (once a second) of the run. Its budget words the
+        planner's where ``ask_planner`` has answered, else the test alone (``ran_out_cause``);
+        its deny list ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it,
+        else displayed there. What the runner is doing is read here, on the loop that changes
+        it, as are the attempts it may be in."""
         now = time.time()
-        row, parts, rounds, times = read if read is not None else self._read(run_id)
-        ran_out, budget = (self._planned_words(run_id)
-                           or _budget_words(parts.config, parts.ledger.eps_local, False))
+        detail, rounds, settled = await off_loop(self._built, run_id, deny,
+                                                 self._planned_words(run_id), now)
+        return replace(detail, line=replace(detail.line, now=self._doing(run_id)),
+                       attempts=tuple(self._attempts(run_id, detail.config.min_devices, now,
+                                                     rounds, settled)))
+
+    def _built(self, run_id: str, deny: tuple[str, ...] | None,
+               planned: tuple[str, str] | None, now: float
+               ) -> tuple[RunDetail, list[RoundRow], list[AttemptView | None]]:
+        """The run as ``run`` shows it but for what the runner is doing (its line's ``now``
+        "", no attempts), its rounds and their attempts drawn where finished (``_settled``).
+        It reads only its arguments, the store, the reader and the thread-safe caches: it runs
+        in a thread."""
+        row, parts, rounds, times = self._read(run_id)
+        ran_out, budget = planned or _budget_words(parts.config, parts.ledger.eps_local, False)
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
         deny = deny if deny is not None else self.deny.kept(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
-        return RunDetail(
-            line=self._line(row, now, times, rounds, self._doing(run_id)),
-            config=parts.config, eps_local=row.eps_local,
-            attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
+        detail = RunDetail(
+            line=self._line(row, now, times, rounds, ""),
+            config=parts.config, eps_local=row.eps_local, attempts=(),
             spend=self.spend(row), hits=hits, cut=cut,
             deny=deny if deny is not None else tuple(parts.tree.codec.display_item(c)
                                                      for c in row.deny_codes),
             trim_note=_trim_note(rounds, parts.config),
             completion_note=_completion_note(rounds, parts, hits, cut, ran_out, budget))
+        return detail, rounds, _settled(parts.config.min_devices, now, rounds)
 
-    def _attempts(self, run_id: str, n_min: int, now: float,
-                  rounds: list[RoundRow]) -> list[AttemptView]:
+    def _attempts(self, run_id: str, n_min: int, now: float, rounds: list[RoundRow],
+                  settled: list[AttemptView | None]) -> list[AttemptView]:
+        """Each attempt of ``rounds``: ``settled``'s (``_settled``, drawn in a thread) where
+        it holds one, else drawn here, with the runner's progress if it is that attempt."""
         progress = self.runner.progress.get(run_id)
         views = []
-        for r in rounds:
-            live = progress if progress is not None and (progress.round, progress.attempt) == (
-                r.round, r.attempt) and r.state in ("open", "releasing") else None
-            views.append(attempt_view(r, n_min, live, self.lobby.cohort_size, now))
+        for r, view in zip(rounds, settled, strict=True):
+            if view is None:
+                live = progress if progress is not None and (progress.round, progress.attempt) \
+                    == (r.round, r.attempt) else None
+                view = attempt_view(r, n_min, live, self.lobby.cohort_size, now)
+            views.append(view)
         return views
 
     # ---- budgets ---------------------------------------------------------------------------
@@ -401,13 +425,13 @@ class Views:
         """The fleet and the latest runs' attempts, read in a thread (``FleetRead``); the
         runner's progress and the lobby's pool read here, on the loop that changes them."""
         now = time.time()
-        read = await off_loop(self._fleet_read)
+        read = await off_loop(self._fleet_read, now)
         attempts: list[AttemptView] = []
-        for row, n_min, rounds in read.runs:
-            attempts += self._attempts(row.run_id, n_min, now, rounds)
+        for row, n_min, rounds, settled in read.runs:
+            attempts += self._attempts(row.run_id, n_min, now, rounds, settled)
         attempts.sort(key=lambda a: a.started_at, reverse=True)
         attempts = attempts[:RECENT_ATTEMPTS]
-        running = next((row for row, _, _ in read.runs if row.run_id in self.runner.progress),
+        running = next((row for row, *_ in read.runs if row.run_id in self.runner.progress),
                        None)
         activity = "idle"
         if running is not None:
@@ -418,12 +442,13 @@ class Views:
         return FleetView(read.counts, self.lobby.cohort_size, activity,
                          tuple(attempts), tuple(dropout_by_stage(attempts)), read.enrollments)
 
-    def _fleet_read(self) -> FleetRead:
+    def _fleet_read(self, now: float) -> FleetRead:
         runs = []
         for run_id, _ in reversed(self.store.run_states()[-RECENT_RUNS:]):
             try:  # a damaged run is named on the runs page; here it is left out
                 row = self.store.run(run_id)
-                runs.append((row, stored_config(row).min_devices, self.store.rounds(run_id)))
+                n_min, rounds = stored_config(row).min_devices, self.store.rounds(run_id)
+                runs.append((row, n_min, rounds, _settled(n_min, now, rounds)))
             except StoreDamaged:
                 continue
         return FleetRead(tuple(runs), self.reader.fleet(),

@@ -14,7 +14,7 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -43,7 +43,7 @@ class Context:
 
 
 class Idle:
-    progress: dict[str, Any] = {}
+    progress: ClassVar[dict[str, Any]] = {}
 
     def progress_of(self, run_id: str) -> pb.Progress | None:
         return None
@@ -79,7 +79,7 @@ def test_admin_and_dashboard_reads_leave_the_default_executor_to_the_runner(
         reads = [asyncio.create_task(admin.GetResults(pb.GetResultsRequest(run_id="kept"),
                                                       Context()))  # type: ignore[arg-type]
                  for _ in range(4)]
-        reads += [asyncio.create_task(views.read("kept")) for _ in range(4)]
+        reads += [asyncio.create_task(views.run("kept")) for _ in range(4)]
         await asyncio.sleep(0)  # (each read handed to its executor)
         try:
             loaded = await asyncio.wait_for(asyncio.to_thread(lambda: True), LOAD_S)
@@ -97,5 +97,5 @@ def test_admin_and_dashboard_reads_leave_the_default_executor_to_the_runner(
         store.close()
     assert loaded
     assert [list(a.deny_list) for a in answers[:4]] == [["spam"]] * 4
-    assert [a.row.run_id for a in answers[4:]] == ["kept"] * 4
+    assert [a.line.run_id for a in answers[4:]] == ["kept"] * 4
     assert most[0] <= slow_reads.THREADS
