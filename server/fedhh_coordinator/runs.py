@@ -14,7 +14,7 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh.server.prefixtree import Found
 from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.slow_reads import off_loop
 from fedhh_coordinator.store import ACTIVE, RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
 
 log = logging.getLogger(__name__)
@@ -144,17 +145,17 @@ DENY_SHOWN_RUNS = 4
 
 class ShownDenyLists:
     """Runs' deny lists as shown (``Codec.display_item`` of each code), each displayed once
-    for GetResults and the dashboard both, in whichever worker thread asks first (a second
-    asker for the same run waits for that display), for the last ``size`` runs shown. A run's
-    codes and codec never change. Displaying takes ~0.2 ms a code with the unicode codebook:
-    GetResults displayed a 300,000-item list at each call (~60 s of CPU), apart from the
-    dashboard's copy of it."""
+    for GetResults and the dashboard both, in a slow reads' thread, for the last ``size`` runs
+    shown. A run's codes and codec never change. Displaying takes ~0.2 ms a code with the
+    unicode codebook: GetResults displayed a 300,000-item list at each call (~60 s of CPU),
+    apart from the dashboard's copy of it."""
 
     def __init__(self, size: int = DENY_SHOWN_RUNS) -> None:
         self.size = size
         self._kept: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._showing: dict[str, threading.Lock] = {}  # run id -> held by its display
+        self._lock = threading.Lock()  # (``_kept``: read on the loop, written in a thread)
+        # run id -> its display under way, which the callers that come meanwhile await
+        self._showing: dict[str, asyncio.Future[tuple[str, ...]]] = {}
 
     def kept(self, run_id: str) -> tuple[str, ...] | None:
         """The run's list if it is kept (now the latest shown)."""
@@ -164,24 +165,41 @@ class ShownDenyLists:
                 self._kept.move_to_end(run_id)
             return shown
 
-    def shown(self, run_id: str, codes: Sequence[int], codec: Codec) -> tuple[str, ...]:
-        """The run's list displayed (blocking: call it in a worker thread)."""
+    async def show(self, store: Store, run_id: str) -> tuple[str, ...]:
+        """The run's list displayed, its row read from ``store`` (NotFoundError, StoreDamaged
+        as ``Store.run`` and ``RunParts.load``). One display a run, in a slow reads' thread;
+        the callers that come meanwhile wait for it here, on the event loop, holding no
+        thread: before, each waited in a thread of its own, and four GetResults of one run's
+        300,000-item list held every slow reads' thread (``slow_reads.THREADS``) for a minute,
+        the dashboard's pages and the other calls' reads waiting behind them. A caller that
+        goes away leaves the display to the others (shielded)."""
+        kept = self.kept(run_id)
+        if kept is not None:
+            return kept
+        showing = self._showing.get(run_id)
+        if showing is None:
+            showing = asyncio.ensure_future(off_loop(self._shown, store, run_id))
+            self._showing[run_id] = showing
+            showing.add_done_callback(lambda done: self._shown_done(run_id, done))
+        return await asyncio.shield(showing)
+
+    def _shown_done(self, run_id: str, done: asyncio.Future[tuple[str, ...]]) -> None:
+        self._showing.pop(run_id, None)
+        if not done.cancelled():
+            done.exception()  # (each caller's to raise; retrieved here for the callers gone)
+
+    def _shown(self, store: Store, run_id: str) -> tuple[str, ...]:
+        kept = self.kept(run_id)
+        if kept is not None:
+            return kept
+        row = store.run(run_id)
+        codec = RunParts.load(row).tree.codec
+        shown = tuple(codec.display_item(code) for code in row.deny_codes)
         with self._lock:
-            showing = self._showing.setdefault(run_id, threading.Lock())
-        with showing:
-            kept = self.kept(run_id)
-            if kept is not None:
-                return kept
-            try:
-                shown = tuple(codec.display_item(code) for code in codes)
-                with self._lock:
-                    self._kept[run_id] = shown
-                    while len(self._kept) > self.size:
-                        self._kept.popitem(last=False)
-            finally:
-                with self._lock:
-                    self._showing.pop(run_id, None)
-            return shown
+            self._kept[run_id] = shown
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return shown
 
 
 def stored_config(row: RunRow) -> RunConfig:

@@ -272,9 +272,12 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetResults(self, request: pb.GetResultsRequest,
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
-        return await off_loop(self._results, request.run_id)
+        # (displayed once a run, the calls that come meanwhile waiting for it without a
+        # thread: ``ShownDenyLists.show``)
+        deny = await self.deny.show(self.store, request.run_id)
+        return await off_loop(self._results, request.run_id, deny)
 
-    def _results(self, run_id: str) -> pb.Results:
+    def _results(self, run_id: str, deny: tuple[str, ...]) -> pb.Results:
         row = self.store.run(run_id)
         parts = RunParts.load(row)
         codec = parts.tree.codec
@@ -294,7 +297,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
             run_id=row.run_id, state=row.state,
             heavy_hitters=[wire(h) for h in parts.tree.heavy_hitters(parts.state)],
             cut_prefixes=[wire(h) for h in parts.tree.cut_prefixes(parts.state)],
-            deny_list=self.deny.shown(row.run_id, row.deny_codes, codec),
+            deny_list=deny,
             ledger_json=json.dumps(row.ledger, sort_keys=True), rounds=self._rounds(row.run_id),
         )
 

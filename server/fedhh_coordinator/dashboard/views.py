@@ -225,9 +225,8 @@ class Views:
         self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str] | None]] = {}
-        # the deny lists displayed (``show_deny``), and the displays under way here
+        # the deny lists displayed (``show_deny``)
         self.deny = ShownDenyLists() if deny is None else deny
-        self._showing: dict[str, asyncio.Future[tuple[str, ...] | None]] = {}
 
     # ---- runs ------------------------------------------------------------------------------
     def _line(self, row: RunRow, now: float, times: RunTimes | None,
@@ -310,30 +309,17 @@ class Views:
         return _budget_words(config, eps_local, True)
 
     async def show_deny(self, run_id: str) -> tuple[str, ...] | None:
-        """Display the run's deny list for ``run``, once, in a thread, and return it.
-        ``display_item`` decodes each code (~0.2 ms with the unicode codebook) and the live
-        page asks ``run`` every second: a list of 170,000 items held the coordinator's event
-        loop ~35 s each time, no device or caller answered. A run's codes and codec never
-        change, so the live page keeps what this returns and gives it to ``run`` (only the
-        last ``deny.size`` runs shown stay in ``deny``, which GetResults shares). A run not
-        found or damaged (None) is left to ``run`` to say."""
-        kept = self.deny.kept(run_id)
-        if kept is not None:
-            return kept
-        showing = self._showing.get(run_id)
-        if showing is None:
-            showing = asyncio.ensure_future(off_loop(self._shown_deny, run_id))
-            self._showing[run_id] = showing
-            showing.add_done_callback(lambda _: self._showing.pop(run_id, None))
-        return await asyncio.shield(showing)
-
-    def _shown_deny(self, run_id: str) -> tuple[str, ...] | None:
+        """Display the run's deny list for ``run``, once, in a thread (``ShownDenyLists.show``),
+        and return it. ``display_item`` decodes each code (~0.2 ms with the unicode codebook)
+        and the live page asks ``run`` every second: a list of 170,000 items held the
+        coordinator's event loop ~35 s each time, no device or caller answered. A run's codes
+        and codec never change, so the live page keeps what this returns and gives it to
+        ``run`` (only the last ``deny.size`` runs shown stay in ``deny``, which GetResults
+        shares). A run not found or damaged (None) is left to ``run`` to say."""
         try:
-            row = self.store.run(run_id)
-            codec = RunParts.load(row).tree.codec
+            return await self.deny.show(self.store, run_id)
         except (NotFoundError, StoreDamaged):
             return None
-        return self.deny.shown(run_id, row.deny_codes, codec)
 
     def _planned_words(self, run_id: str) -> tuple[str, str] | None:
         """The planner's answer for ``run_id`` if it is kept (now the latest used)."""
