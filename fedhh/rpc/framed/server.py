@@ -367,6 +367,9 @@ class _Connection(asyncio.Protocol):
         elif kind == Kind.CANCEL:
             stream.client_left = True
             stream.ended()
+            # (its place among the calls waiting for their requests: now, not when its end is
+            # seen a turn or two later, else opens and cancels in one write fill the places)
+            self._arrived(stream)
             if stream.task is not None:
                 stream.task.cancel()
         else:
