@@ -364,6 +364,15 @@ async def opened(combiner: CombinerRegistry) -> CombinedRound:
     return round_
 
 
+async def settled(combiner: CombinerRegistry) -> None:
+    """Every journal write submitted so far done, and what waited for them run on: a word to
+    the workers sent at a journal line has been sent (the stand-ins answer at once)."""
+    assert combiner.journal is not None
+    await asyncio.wrap_future(combiner.journal._worker.submit(lambda: None))
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
 async def fetched_and_confirmed(combiner: CombinerRegistry, *workers: HoldingWorker
                                 ) -> list[int]:
     """The coordinator's side: the total read (held), then said delivered; the workers are
@@ -377,7 +386,7 @@ async def fetched_and_confirmed(combiner: CombinerRegistry, *workers: HoldingWor
     await control.get_result(b"r/1/1", 20, send, hold=True)
     (report,) = sent
     assert report.state == RoundState.RELEASED and report.total is not None
-    await asyncio.sleep(0.05)  # (time for a wrong early word to the workers to arrive)
+    await settled(combiner)
     assert [w.told for w in workers] == [[]] * len(workers)
     await control.cancel(b"r/1/1", delivered=True)
     await asyncio.wait_for(until(lambda: all(w.told for w in workers)), 20)
