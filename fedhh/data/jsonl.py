@@ -66,6 +66,14 @@ def _integer(text: str) -> int | _Number:
     return int(text) if len(text) <= 20 else _Number(text)  # (a count is 10 digits at most)
 
 
+def loads(text: str, **hooks: Any) -> Any:
+    """JSON ``text`` as fedhh's JSON readers read it (JSON lines, LEAF, .json item lists): a
+    number no count can be kept as the file wrote it (``_Number``), and NaN or Infinity, no
+    JSON, refused (ValueError); ``hooks``: json.loads's others."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_Number,
+                      parse_int=_integer, **hooks)
+
+
 def shown_value(value: object, limit: int = 60) -> str:
     """A string as Python writes it (``'new york'``, escapes visible); any other value as JSON
     wrote it (``true``, ``null``, ``["b"]``, ``1e5``: before, ``True``, ``None``, ``['b']``,
@@ -107,8 +115,7 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     """One line's user (module docstring)."""
     where = f"{source}: line {number}"
     try:
-        value = json.loads(line, object_pairs_hook=_Pairs, parse_constant=_no_constant,
-                           parse_float=_Number, parse_int=_integer)
+        value = loads(line, object_pairs_hook=_Pairs)
     except ValueError as error:  # (json.JSONDecodeError too)
         if (isinstance(error, json.JSONDecodeError) and error.msg.startswith("Invalid control")
                 and error.pos < len(line)):

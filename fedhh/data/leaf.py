@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.jsonl import json_kind, raw_control, shown_value
+from fedhh.data.jsonl import json_kind, loads, raw_control, shown_value
 from fedhh.data.progress import Meter
 from fedhh.data.text import Importer, Separators
 from fedhh.errors import DatasetError
@@ -75,7 +75,10 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         raise DatasetError(f"{path}: {problem}; a LEAF file is UTF-8: save it so")
     try:
         text = raw.decode("utf-8-sig")  # (a BOM, as the text reader allows)
-        data = json.loads(text)
+        # (numbers as the file writes them, as the JSON-lines reader reads them: before, a
+        # sample's 1e5 was told as 100000.0, NaN passed for a number, and an integer of
+        # thousands of digits ended in a traceback)
+        data = loads(text)
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: {not_utf8(error)}") from None
     except json.JSONDecodeError as error:
@@ -91,6 +94,8 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise DatasetError(f"{path}: JSON nested too deeply") from None
+    except ValueError as error:  # (after JSONDecodeError, a ValueError too)
+        raise DatasetError(f"{path}: invalid JSON ({error})") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{path}: top level is a JSON {json_kind(data)}, expected a LEAF "
                            "object"

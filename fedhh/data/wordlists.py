@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
-from fedhh.data.jsonl import json_kind, raw_control
+from fedhh.data.jsonl import json_kind, loads, raw_control, shown_value
 from fedhh.data.text import json_user
 from fedhh.errors import DatasetError
 from fedhh.input_files import (
@@ -252,7 +252,7 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
     break) is a DatasetError naming its position. Repeated items are kept once."""
     try:
         text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
-        value = json.loads(text)
+        value = loads(text)
     except UnicodeDecodeError as error:
         raise DatasetError(f"{source}: {not_utf8(error)}") from None
     except json.JSONDecodeError as error:
@@ -281,8 +281,9 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
         if defect is None:
             items.setdefault(item, None)
             continue
+        shown = json.dumps(item)[:80] if isinstance(item, str) else shown_value(item, 80)
         raise DatasetError(f"{source}: line {_element_line(text, nth)}: element {nth} "
-                           f"({json.dumps(item)[:80]}) {defect}")
+                           f"({shown}) {defect}")
     return list(items)
 
 

@@ -5,7 +5,8 @@ item (a ZIP code, a year): as a JSON string. An integer of thousands of digits, 
 refused as the number it is (before, "not JSON: Exceeds the limit (4300 digits) for integer
 string conversion ... use sys.set_int_max_str_digits()"). A LEAF file's error names a sample
 or its top level by JSON's kinds too (before, "a sample holds NoneType None", "top level is
-list")."""
+list"), and a LEAF file and a .json item list read numbers as the JSON-lines reader does (one
+``jsonl.loads``: shown as written, NaN refused)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from _data_helpers import import_refused
 
 from fedhh.data.jsonl import import_jsonl
 from fedhh.data.leaf import import_leaf
+from fedhh.data.wordlists import load_item_list
+from fedhh.errors import DatasetError
 
 LONG = "9" * 5000
 
@@ -72,3 +75,39 @@ def test_a_leaf_sample_is_named_by_json_kinds(tmp_path: Path, sample: str, said:
     assert message == f"{source}: user 'u': {said}; expected strings or lists of strings"
     assert import_refused(import_leaf, source, "[1, 2]").startswith(
         f"{source}: top level is a JSON array, expected a LEAF object")
+
+
+@pytest.mark.parametrize(("sample", "said"), [
+    ("1e5", "a sample holds a JSON number (1e5); expected strings or lists of strings"),
+    ("-0.50", "a sample holds a JSON number (-0.50); expected strings or lists of strings"),
+    ("1e400", "a sample holds a JSON number (1e400); expected strings or lists of strings"),
+    (LONG, f"a sample holds a JSON number ({'9' * 57}...); expected strings or lists of "
+           "strings"),
+])
+def test_a_leaf_number_is_shown_as_the_file_writes_it(tmp_path: Path, sample: str,
+                                                      said: str) -> None:
+    """As the JSON-lines reader shows it (before, 100000.0, -0.5, Infinity, and a traceback:
+    'Exceeds the limit (4300 digits)')."""
+    source = tmp_path / "leaf.json"
+    text = f'{{"users": ["u"], "user_data": {{"u": {{"x": [["a", {sample}]], "y": [0.5]}}}}}}'
+    assert import_refused(import_leaf, source, text) == f"{source}: user 'u': {said}"
+
+
+def test_nan_is_no_json_number_in_a_leaf_file(tmp_path: Path) -> None:
+    source = tmp_path / "leaf.json"
+    text = '{"users": ["u"], "user_data": {"u": {"x": [["a", NaN]], "y": [0]}}}'
+    assert import_refused(import_leaf, source, text) == \
+        f"{source}: invalid JSON (NaN is not a JSON number)"  # (before, read as a number)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('["a", 1e5]', "line 1: element 2 (1e5) is a JSON number, not a string"),
+    ('["a", NaN]', "not JSON (NaN is not a JSON number)"),
+])
+def test_an_item_lists_number_is_shown_as_the_file_writes_it(tmp_path: Path, text: str,
+                                                             said: str) -> None:
+    source = tmp_path / "deny.json"
+    source.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        load_item_list(source)
+    assert str(caught.value).startswith(f"{source}: {said}")
