@@ -70,9 +70,13 @@ const IDENTITY: Identity = {
   deviceId: 41n, credential: new Uint8Array(32).fill(1), identitySeed: new Uint8Array(32).fill(2),
   coordinatorPublic: new Uint8Array(32) };
 
-/** The waits between the check-ins of a device whose every check-in is answered `answer`. */
+/**
+ * The waits between the check-ins of a device whose every check-in is answered `answer`
+ * (`held` is told at each check-in, as the coordinator holds it; `now` the device's wall clock).
+ */
 async function waitsBetweenCheckIns(t: TestContext, answer: CheckIn, count: number,
-                                    jitter: number): Promise<number[]> {
+                                    jitter: number, held: () => void = () => {},
+                                    now?: () => number): Promise<number[]> {
   const stop = new AbortController();
   let checkIns = 0;
   const coordinator: Coordinator = {
@@ -80,12 +84,13 @@ async function waitsBetweenCheckIns(t: TestContext, answer: CheckIn, count: numb
     async checkIn(): Promise<CheckIn> {
       checkIns += 1;
       if (checkIns > count) stop.abort(new Error("enough"));
+      held();
       return answer;
     },
   };
   const delays = recordedTimers(t);
   await assert.rejects(nextRound(coordinator, IDENTITY, {
-    signal: stop.signal, jitter: () => jitter,
+    signal: stop.signal, jitter: () => jitter, ...(now === undefined ? {} : { now }),
     aggregatorFor: () => ({}) as Client<typeof SecureAggregation>,
     report: async () => [] }), /enough/);
   return delays;
@@ -115,22 +120,9 @@ test("a check-in held by the coordinator counts as held when the wall clock step
   let monotonic = 1_000;
   let wall = 1_800_000_000_000;
   t.mock.method(performance, "now", () => monotonic);
-  const stop = new AbortController();
-  let checkIns = 0;
-  const coordinator: Coordinator = {
-    async enroll(): Promise<Identity> { throw new Error("not asked"); },
-    async checkIn(): Promise<CheckIn> {
-      checkIns += 1;
-      if (checkIns > 6) stop.abort(new Error("enough"));
-      monotonic += 30_000;
-      wall -= 3_600_000;
-      return { kind: "wait", retryAfterMs: 0 };
-    },
-  };
-  const delays = recordedTimers(t);
-  await assert.rejects(nextRound(coordinator, IDENTITY, {
-    signal: stop.signal, jitter: () => 0, now: () => wall,
-    aggregatorFor: () => ({}) as Client<typeof SecureAggregation>,
-    report: async () => [] }), /enough/);
+  const delays = await waitsBetweenCheckIns(t, { kind: "wait", retryAfterMs: 0 }, 6, 0, () => {
+    monotonic += 30_000;
+    wall -= 3_600_000;
+  }, () => wall);
   assert.deepEqual(delays, Array(6).fill(NO_TASK_FLOOR_MS));
 });
