@@ -179,6 +179,14 @@ class CombinedRound:
                         self._shard_finished(shard, RoundState.ABORTED,
                                              "the combiner failed collecting it", True)
             self._settle()
+        except asyncio.CancelledError:
+            return
+        await self._expire()
+
+    async def _expire(self) -> None:
+        """Hand the finished round to ``on_expire`` once its outcome waited ``result_ttl_s``
+        unfetched."""
+        try:
             await asyncio.sleep(self.limits.result_ttl_s)
         except asyncio.CancelledError:
             return
@@ -341,6 +349,11 @@ class CombinedRound:
         self.abort_reason = "cancelled"
         self.finished.set()
         self._on_finish(self)
+        # Expired as a settled round is: the cancel stopped the collector that would have.
+        # Before, a round cancelled and never fetched (the coordinator asks its outcome) held
+        # one of max_rounds until a restart.
+        self._task = asyncio.create_task(self._expire(),
+                                         name=f"cancelled {round_label(self.round_id)}")
         return self.state
 
     async def live_outcomes(self) -> list[RoundOutcome | None]:

@@ -485,3 +485,26 @@ def test_a_cancelled_round_drops_the_shard_sums_its_workers_hold(tmp_path: Path)
 
     assert asyncio.run(cancelled()) == RoundState.ABORTED
     assert pending.cancelled and first.told == ["dropped"]
+
+
+def test_a_cancelled_round_gives_its_slot_back_at_its_result_ttl(tmp_path: Path) -> None:
+    # The coordinator cancels a running round at its deadline and asks its outcome, never its
+    # result: the round is forgotten once its outcome waited result_ttl_s, as an unfetched
+    # released one is. Before, the cancel stopped the task that expires it, and the aborted
+    # round held one of the combiner's max_rounds until a restart: that many cancels and
+    # every open was refused.
+    pending = PendingWorker()
+
+    async def cancelled_then_waited() -> None:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(HoldingWorker(honest()), pending),  # type: ignore[arg-type]
+                                    CombinerLimits(result_ttl_s=0.01), Journal(tmp_path))
+        combiner.restore()
+        try:
+            await opened(combiner)
+            assert await combiner.cancel(b"r/1/1") == RoundState.ABORTED
+            await asyncio.wait_for(until(lambda: len(combiner) == 0), 20)
+        finally:
+            combiner.close()
+
+    asyncio.run(cancelled_then_waited())
+    assert pending.cancelled
