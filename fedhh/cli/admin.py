@@ -46,6 +46,8 @@ from fedhh.integers import read_integer
 # The longest --ttl-hours, a year: the coordinator's MAX_TOKEN_TTL_S (fedhh_coordinator.service)
 # in hours. Before, --ttl-hours 1e306 was inf seconds, minted as a token that never expired.
 MAX_TTL_HOURS = 365 * 24
+# The shortest, a second (MIN_TOKEN_TTL_S): a shorter lifetime expires before a device enrolls.
+MIN_TTL_S = 1
 
 
 def register(subparsers: Any) -> None:
@@ -87,11 +89,12 @@ def register(subparsers: Any) -> None:
                           help="one token for each dataset user START..END-1, written as "
                                "USER TOKEN lines (one device process's share)")
     mint.add_argument("--ttl-hours", default=None, type=options.number_in(
-                          lambda hours: 0 < hours <= MAX_TTL_HOURS,
-                          f"in (0, {MAX_TTL_HOURS:,}] (a year; leave it out for tokens valid "
-                          "until used)"),
-                      help=f"tokens expire after this long, at most {MAX_TTL_HOURS:,} "
-                           "(a year) (default: valid until used)")
+                          # (the seconds as sent: mint-tokens asks for hours * 3600)
+                          lambda hours: hours * 3600 >= MIN_TTL_S and hours <= MAX_TTL_HOURS,
+                          f"a second ({MIN_TTL_S / 3600:.6g}) to {MAX_TTL_HOURS:,} (a year; "
+                          "leave it out for tokens valid until used)"),
+                      help=f"tokens expire after this long, a second ({MIN_TTL_S / 3600:.6g}) "
+                           f"to {MAX_TTL_HOURS:,} (a year) (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
     mint.add_argument("--out", required=True, metavar="PATH",
                       help="write the tokens here, one per line (mode 0600); not an existing "

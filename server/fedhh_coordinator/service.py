@@ -66,6 +66,10 @@ MAX_MINT = 50_000
 # ttl_s inf or 1e308 passed as a lifetime, stored as an expiry of inf: a token that never
 # expired said to expire.
 MAX_TOKEN_TTL_S = 365 * 86_400
+# The shortest, a second: a token must outlive its way from the minting call to a device's
+# Enroll. Before, ttl_s 1e-300 (or 1e-3) minted tokens expired as they were stored (their
+# expiry, time.time() + 1e-300, is the minting instant), counted as minted and enrolling nobody.
+MIN_TOKEN_TTL_S = 1
 
 
 def check_label(label: str) -> None:
@@ -235,9 +239,10 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         if not 1 <= request.count <= MAX_MINT:
             raise ConfigError(f"count must be in [1, {MAX_MINT}], got {request.count}")
-        if not 0 <= request.ttl_s <= MAX_TOKEN_TTL_S:
-            raise ConfigError(f"ttl_s must be in [0, {MAX_TOKEN_TTL_S:,}] (a year; 0: valid "
-                              f"until used), got {request.ttl_s}")
+        if not (request.ttl_s == 0 or MIN_TOKEN_TTL_S <= request.ttl_s <= MAX_TOKEN_TTL_S):
+            raise ConfigError(f"ttl_s must be 0 (valid until used) or in [{MIN_TOKEN_TTL_S}, "
+                              f"{MAX_TOKEN_TTL_S:,}] seconds (a second to a year), got "
+                              f"{request.ttl_s}")
         check_label(request.label)
         tokens = mint(self.store, request.count, request.ttl_s or None, request.label)
         return pb.MintEnrollmentTokensResponse(tokens=tokens)

@@ -5,8 +5,8 @@ Before: a call could ask for 100,000 tokens, a 6.6 MB answer that a client at gR
 4 MiB receive limit refused (RESOURCE_EXHAUSTED) after the coordinator had stored the tokens:
 the store changed, the answer was lost. And ttl_s inf or 1e308 was taken as a lifetime (an
 expiry of inf), as was `fedhh admin mint-tokens --ttl-hours 1e306` (inf seconds). Now a call
-mints at most MAX_MINT tokens, whose answer fits that limit, a lifetime is at most a year, and
-a refused call stores nothing."""
+mints at most MAX_MINT tokens, whose answer fits that limit, a lifetime is a second to a year
+(ttl_s 1e-300 minted tokens expired as they were stored), and a refused call stores nothing."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from typing import Any
 import grpc
 import pytest
 
-from fedhh.cli.admin import MAX_TTL_HOURS
+from fedhh.cli.admin import MAX_TTL_HOURS, MIN_TTL_S
 from fedhh.cli.main import build_parser, main
 from fedhh.rpc import serving
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.service import MAX_MINT, MAX_TOKEN_TTL_S, AdminService
+from fedhh_coordinator.service import MAX_MINT, MAX_TOKEN_TTL_S, MIN_TOKEN_TTL_S, AdminService
 from fedhh_coordinator.store import Store
 
 ADMIN_TOKEN = b"admin-token-of-the-test"
@@ -88,26 +88,28 @@ def test_more_tokens_than_a_call_mints_are_refused_before_any_is_stored(
 
 
 @pytest.mark.parametrize("ttl_s", [math.inf, 1e308, MAX_TOKEN_TTL_S + 1.0, math.nan, -1.0,
-                                   -math.inf])
-def test_a_lifetime_past_a_year_or_not_a_number_is_refused_and_mints_nothing(
+                                   -math.inf, 1e-300, 5e-324, 1e-3, MIN_TOKEN_TTL_S - 1e-9])
+def test_a_lifetime_under_a_second_past_a_year_or_not_a_number_is_refused_and_mints_nothing(
         tmp_path: Path, ttl_s: float) -> None:
     store = Store(tmp_path / "c.sqlite")
     code, details = _served(store, _mint(3, ttl_s))
     assert code is grpc.StatusCode.INVALID_ARGUMENT
-    assert details == (f"ttl_s must be in [0, {MAX_TOKEN_TTL_S:,}] (a year; 0: valid until "
-                       f"used), got {ttl_s}")
+    assert details == (f"ttl_s must be 0 (valid until used) or in [1, {MAX_TOKEN_TTL_S:,}] "
+                       f"seconds (a second to a year), got {ttl_s}")
     assert _unused(store) == 0
+    assert store.enrollment().tokens_expired == 0
 
 
-@pytest.mark.parametrize("ttl_s", [0.0, 1e-3, float(MAX_TOKEN_TTL_S)])
+@pytest.mark.parametrize("ttl_s", [0.0, -0.0, float(MIN_TOKEN_TTL_S), float(MAX_TOKEN_TTL_S)])
 def test_a_lifetime_up_to_a_year_is_minted(tmp_path: Path, ttl_s: float) -> None:
     store = Store(tmp_path / "c.sqlite")
     answer = _served(store, _mint(2, ttl_s))
     assert len(answer.tokens) == 2
 
 
-@pytest.mark.parametrize("hours", ["1e306", "inf", "8761", "nan", "0", "-1"])
-def test_mint_tokens_refuses_a_ttl_past_a_year_before_it_connects(
+@pytest.mark.parametrize("hours", ["1e306", "inf", "8761", "nan", "0", "-1", "1e-300",
+                                   "0.000277"])
+def test_mint_tokens_refuses_a_ttl_under_a_second_or_past_a_year_before_it_connects(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: str) -> None:
     out = tmp_path / "t.tokens"
     with pytest.raises(SystemExit) as exit_:
@@ -115,10 +117,17 @@ def test_mint_tokens_refuses_a_ttl_past_a_year_before_it_connects(
         main(["admin", "--coordinator", "127.0.0.1:1", "mint-tokens", "--count", "1",
               f"--ttl-hours={hours}", "--out", str(out)])
     assert exit_.value.code == 2
-    assert (f"argument --ttl-hours: must be in (0, 8,760] (a year; leave it out for tokens "
-            f"valid until used), got {hours}") in capsys.readouterr().err
+    assert (f"argument --ttl-hours: must be a second (0.000277778) to 8,760 (a year; leave it "
+            f"out for tokens valid until used), got {hours}") in capsys.readouterr().err
     assert not out.exists()
-    assert MAX_TTL_HOURS * 3600 == MAX_TOKEN_TTL_S  # (the CLI's bound is the coordinator's)
+    # (the CLI's bounds are the coordinator's)
+    assert (MAX_TTL_HOURS * 3600, MIN_TTL_S) == (MAX_TOKEN_TTL_S, MIN_TOKEN_TTL_S)
+
+
+def test_mint_tokens_takes_a_ttl_of_a_second() -> None:
+    args = build_parser("admin").parse_args(["admin", "mint-tokens", "--count", "1",
+                                             f"--ttl-hours={1 / 3600!r}", "--out", "t"])
+    assert args.ttl_hours * 3600 == MIN_TOKEN_TTL_S
 
 
 @pytest.mark.parametrize(("how_many", "refusal"), [

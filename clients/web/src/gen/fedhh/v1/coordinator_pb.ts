@@ -443,7 +443,7 @@ export type MintEnrollmentTokensRequest = Message<"fedhh.v1.MintEnrollmentTokens
   count: number;
 
   /**
-   * 0: valid until used; else seconds, at most 31536000 (a year)
+   * 0: valid until used; else seconds, 1 to 31536000 (a year)
    *
    * @generated from field: double ttl_s = 2;
    */
