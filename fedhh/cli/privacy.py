@@ -127,7 +127,8 @@ def register(subparsers: Any) -> None:
         help="optprefixtree: completion rounds after the --rounds main ones, each at its own "
              "weight of a round's budget, as a run has them (`fedhh simulate`, `fedhh admin "
              "start`, `fedhh up`: 32 by default there; here 0): as many of them as --devices "
-             "can budget, the figure the run's own is",
+             "can budget, the figure the run's own is (a networked run holds it at its "
+             "max_eps_local, 10 by default)",
     )  # fmt: skip
     parser.add_argument(
         "--completion-weight", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"),
@@ -246,7 +247,25 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
     ] + [f"  note: {note}" for note in sol.notes]
     if completion:
         lines.insert(2, f"  {completion.pop('said')}")
-    return {**sol.to_dict(), **completion, "mechanism": args.mechanism, "sources": cited}, lines
+    cap = _networked_cap()
+    if sol.eps_local > cap:
+        lines.append(f"  note: a networked run (fedhh admin start, fedhh up) holds eps_local at "
+                     f"its max_eps_local, {cap:g} by default, which each device's own floor "
+                     f"refuses to exceed: it runs at {cap:g} and spends less than eps_agg; "
+                     f"fedhh simulate runs at {sol.eps_local:.4f}")
+    return {**sol.to_dict(), **completion, "networked_eps_local": min(sol.eps_local, cap),
+            "mechanism": args.mechanism, "sources": cited}, lines
+
+
+def _networked_cap() -> float:
+    """The cap a networked run puts on a solved local epsilon: the coordinator holds it at the
+    run's max_eps_local (``open_ledger``), by default the devices' own floor, since each device
+    refuses more (`fedhh device --max-eps-local`); the run then spends less than eps_agg.
+    Before, this form gave a figure above it (10.6035 at 1.6M devices and eps_agg 1) as the
+    run's own."""
+    from fedhh.config import RunConfig
+
+    return float(RunConfig.max_eps_local)
 
 
 def _with_completions(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:

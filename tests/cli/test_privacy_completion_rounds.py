@@ -49,3 +49,29 @@ def test_completion_rounds_are_refused_where_no_run_has_them(
         form: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     line = one_line_error(["privacy", *form, "--delta", "1e-6", "--rounds", "4"], capsys)
     assert line == f"fedhh privacy: error: {said}"
+
+
+def test_a_figure_above_the_devices_floor_says_what_a_networked_run_runs_at(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At the paper's 1.6M devices and eps_agg 1 the accountant allows 10.6035, above the 10 a
+    device accepts; the coordinator holds the run at its max_eps_local (``open_ledger``), so
+    the figure is fedhh simulate's, not a networked run's, and the form says which."""
+    from fedhh_coordinator.runs import open_ledger
+
+    form = ["privacy", "--eps-agg", "1", "--delta", "1e-6", "--rounds", "4", "--devices",
+            "1600000", "--completion-rounds", "32"]
+    code, out, err = run_cli([*form, "--json"], capsys)
+    assert code == 0, err
+    shown = json.loads(out)
+    run, _ = with_most_completions(
+        replace(RunConfig(), eps_agg=1.0, delta=1e-6, rounds=4, min_devices=1_600_000,
+                completion_rounds=32), open_ledger, lambda ledger: ledger.eps_local)
+    assert shown["eps_local"] > RunConfig.max_eps_local
+    assert shown["networked_eps_local"] == open_ledger(run).eps_local == RunConfig.max_eps_local
+    code, out, _ = run_cli(form, capsys)
+    assert ("  note: a networked run (fedhh admin start, fedhh up) holds eps_local at its "
+            "max_eps_local, 10 by default" in out), out
+    assert "fedhh simulate runs at 10.6035" in out
+    code, out, _ = run_cli(["privacy", "--eps-agg", "2", "--delta", "1e-6", "--rounds", "4",
+                            "--devices", "1248", "--completion-rounds", "32"], capsys)
+    assert "networked run" not in out
