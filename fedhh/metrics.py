@@ -146,12 +146,18 @@ def whole_items(hitters_codes: np.ndarray, ended: np.ndarray, truth: Truth) -> d
     (``found_false_positives``). A cut prefix is none of them: it is not among the heavy hitters
     (``cut_prefixes``, counted apart)."""
     ended = np.asarray(ended, dtype=bool)
-    codes = truth.as_codes(hitters_codes)
-    held = truth.lookup(codes, "weighted") > 0
+    held = held_by_some_user(hitters_codes, truth)
     return {"whole_items_found": int(np.count_nonzero(held & ended)),
             "truncated_found": int(np.count_nonzero(~ended)),
             "truncated_held": int(np.count_nonzero(held & ~ended)),
             "found_false_positives": int(np.count_nonzero(~held))}
+
+
+def held_by_some_user(hitters_codes: np.ndarray, truth: Truth) -> np.ndarray:
+    """Whether each of the heavy hitters' codes is held by some user: those that are not are
+    false positives, made by the noise (the paper's definition in Section "Server
+    Algorithm")."""
+    return truth.lookup(truth.as_codes(hitters_codes), "weighted") > 0
 
 
 WHOLE_TOP_K = (50, 100, 1000)

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.codec import codes as cw
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.codec.shown import (
     columns,
@@ -56,6 +57,7 @@ from fedhh.codec.shown import (
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.errors import ConfigError
+from fedhh.metrics import held_by_some_user
 from fedhh.server.causes import cut_cause, lost_in_completion_note
 from fedhh.server.segment import trim_note
 from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
@@ -365,6 +367,17 @@ def result_payload(result: SimulationResult, config: RunConfig,
             if hitter.truncated:
                 entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end,
                                            result.ran_out)
+    # (a listed item no user holds says so, in the summary's words: the simulation knows the
+    # true counts; before, a noise-made item such as "duriauaty" was listed as any other)
+    if result.truth is not None:
+        for key, hitters in (("heavy_hitters", result.heavy_hitters),
+                             ("earlier_runs", result.earlier_runs)):
+            if not hitters:
+                continue
+            held = held_by_some_user(cw.from_ints([h.code for h in hitters],
+                                                  hitters[0].max_bits), result.truth)
+            for entry, one in zip(payload[key], held, strict=True):
+                entry["false_positive"] = not bool(one)
     # (each row names its run, as it names its round, which counts from 1 in each run of
     # --two-runs: before, a row taken out of its list, or the lists joined, no longer said
     # which run found it)
@@ -413,9 +426,7 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     users, items = ds["users"], ds["vocabulary"]
     print(f"dataset {ds['name']}: {users:,} user{'' if users == 1 else 's'}, {items:,} distinct "
           f"item{'' if items == 1 else 's'}")
-    privacy = payload["privacy"]
-    shown = {k: v for k, v in privacy.items() if isinstance(v, int | float | str)}
-    print("privacy: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
+    print(privacy_line(payload["privacy"]))
     print()
     two_runs = any(r["extra"].get("run", 1) > 1 for r in payload["rounds"])
     passes = any(r["extra"].get("pass", 1) > 1 for r in payload["rounds"])
@@ -517,6 +528,54 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
 
 
+def privacy_line(privacy: dict[str, Any]) -> str:
+    """The summary's privacy line, each figure once: before, a key=value dump said eps_agg=1
+    and eps_agg_target=1, rounds=11 and charged_rounds=11. The target is said where an
+    explicit --eps-local made eps_agg differ from it, the solver's rounds where they differ
+    from the charged rounds; a figure of some other algorithm follows, named."""
+    shown = {k: v for k, v in privacy.items() if isinstance(v, int | float | str)}
+    take = shown.pop
+    eps, target = take("eps_agg", None), take("eps_agg_target", None)
+    achieved, charged = take("eps_agg_achieved", None), take("charged_rounds", None)
+    rounds = take("rounds", None)
+    parts = []
+    if eps is not None:
+        asked = ("" if target is None or target == eps else
+                 f" (what --eps-local spends; --eps-agg asked {_fmt(target)})")
+        got = "" if achieved is None else f", {_fmt(achieved)} achieved"
+        parts.append(f"eps_agg {_fmt(eps)}{got}{asked}")
+    if "delta" in shown:
+        parts.append(f"delta {_fmt(take('delta'))}")
+    if charged is not None:
+        composed = ("" if rounds is None or rounds == charged else
+                    f" ({_fmt(rounds)} composed)")
+        parts.append(f"over {_fmt(charged)} charged rounds{composed}")
+    elif rounds is not None:
+        parts.append(f"over {_fmt(rounds)} rounds")
+    sentence = [", ".join(parts)]
+    if "eps_agg_spent" in shown:
+        spent, ran = take("eps_agg_spent"), take("rounds_spent", None)
+        sentence.append(f"spent {_fmt(spent)}"
+                        + ("" if ran is None else f" in the {_fmt(ran)} rounds run"))
+    if "eps_local" in shown:
+        devices, q = take("num_devices", None), take("sampling_rate", None)
+        on = "" if devices is None else f" on {_fmt(devices)} devices"
+        sentence.append(f"eps_local {_fmt(take('eps_local'))}{on}"
+                        + ("" if q is None else f", sampling rate {_fmt(q)}"))
+    if "method" in shown:
+        verified = take("conditions_verified", None)
+        sentence.append(", ".join(filter(None, (
+            f"accounting {take('method')}",
+            f"tolerance {_fmt(take('tolerance'))}" if "tolerance" in shown else "",
+            f"{_fmt(take('evaluations'))} evaluations" if "evaluations" in shown else "",
+            "" if verified is None else
+            "conditions verified" if verified else "conditions NOT verified"))))
+    if "completion_rounds" in shown:
+        sentence.append(f"completion rounds {_fmt(take('completion_rounds'))}")
+    sentence += [f"{key.replace('_', ' ')} {_fmt(value)}" for key, value in shown.items()]
+    return "privacy: " + "; ".join(filter(None, sentence))
+
+
 def found_counts(metrics: dict[str, Any]) -> str:
     """What the rounds found, in three counts that add up to the heavy hitters listed: whole
     items some user holds, codes truncated at max_bits some user holds, and false positives,
@@ -528,7 +587,8 @@ def found_counts(metrics: dict[str, Any]) -> str:
             f"{whole:,} whole {_plural(whole, 'item')} held by some user, "
             + (f"{truncated:,} truncated at the codes' max_bits held by some user, "
                if truncated else "")
-            + f"{false:,} false {_plural(false, 'positive')} (held by no user)"
+            + (f"{false:,} {FALSE_POSITIVE}" if false == 1 else
+               f"{false:,} {FALSE_POSITIVE.replace('positive', 'positives')}")
             + (f"; {cut:,} cut {_plural(cut, 'prefix', 'prefixes')}, neither found nor false "
                "(listed apart)" if cut else ""))
 
@@ -620,14 +680,14 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
         return
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
-    notes = any(h.get("note") for h in hitters[:top])
+    notes = any(_note(h) for h in hitters[:top])
     if rows is None:
         own = [(h["item"], h["truncated"]) for h in hitters[:top]]
         rows = fitted_rows([*own, *(context or [])], ITEM_COLUMNS_MAX)[:len(own)]
     shown = printable_rows(rows, context or [])
     _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
         (i + 1, item, f"{h['estimate']:,.0f}", _std(h),
-         h["round"], *((h.get("note", ""),) if notes else ()))
+         h["round"], *((_note(h),) if notes else ()))
         for i, (h, item) in enumerate(zip(hitters[:top], shown, strict=True))
     ], item=1, tail=notes)
     print("(by round, then estimate: a round's estimate counts the devices that chose the "
@@ -645,6 +705,15 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
               f"the code's width: it stands for every item starting with those bits"
               f"{open_note([text for text, truncated in rows if truncated])}; {hint})")
+
+
+FALSE_POSITIVE = "false positive (held by no user)"  # (as `found_counts` counts them)
+
+
+def _note(hitter: dict[str, Any]) -> str:
+    """A heavy hitter's note column: a false positive says so, then its own note if any."""
+    return "; ".join(filter(None, (FALSE_POSITIVE if hitter.get("false_positive") else "",
+                                   hitter.get("note", ""))))
 
 
 # (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the

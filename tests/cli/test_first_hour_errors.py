@@ -113,7 +113,8 @@ def test_simulate_prints_what_an_explicit_eps_local_really_spends(
     assert spent > 1.0 and payload["privacy"]["eps_agg_target"] == 0.1
     assert payload["ledger"] is not None and payload["ledger"]["eps_agg"] == spent
     assert len(payload["ledger"]["spends"]) == len(payload["rounds"]) >= 2
-    assert re.search(rf"privacy: eps_agg={spent:.4g}", out), out
+    assert re.search(rf"privacy: eps_agg {spent:.4g} \(what --eps-local spends; --eps-agg "
+                     r"asked 0.1\)", out), out
 
 
 def test_ctrl_c_in_simulate_is_one_line_and_exit_130_at_once(tmp_path: Path) -> None:
