@@ -24,6 +24,15 @@ written and fsync'd before the event it records takes effect:
 A journal written before ``held`` and ``dropped`` existed reads as before: its released rounds
 hold nothing at their workers.
 
+Each line carries ``v``, the oldest version of this format that reads it rightly: 1, or 2 for
+the combiner's ``shards_opened``, ``dropped`` and a ``finish`` with ``held``, which a version 1
+reader would refuse as damage or, ``held``, misread as a total lost with the process. So an
+aggregator's journal stays readable by the services before version 2, and an older combiner
+refuses a newer journal rather than misread it (those before version 2 call it damaged). A line
+of a version past :data:`_VERSION` is refused as written by a newer fedhh, naming both versions.
+Version 1 lines of every kind (the combiner's among them, before their version was 2) read as
+before.
+
 Loading replays the file into one :class:`RoundRecord` per round. A final line without its
 newline is a write that a crash interrupted (nothing acted on it yet) and is dropped; any other
 line that does not parse means the file was damaged, and loading refuses with the line number
@@ -74,7 +83,8 @@ class RenameNotDurable(OSError):
 
 FILE_NAME = "outcomes.jsonl"
 LOCK_NAME = "outcomes.lock"  # held by the one service of the directory (Journal.load)
-_VERSION = 1
+_VERSION = 2  # the newest this reads; each line's own: _version_of
+_V2_OPS = ("shards_opened", "dropped")
 _OPS = ("open", "shards_opened", "unmask", "finish", "delivered", "dropped")
 OUTCOME_STATES = ("released", "aborted")
 SESSION_ID_BYTES = 32  # SHA-256: fedhh.secagg.session_id_of, combined.plan_id
@@ -101,8 +111,13 @@ class RoundRecord:
     dropped: bool = False  # (the combiner's) released, its total dropped unfetched
 
 
+def _version_of(op: str, fields: dict[str, Any]) -> int:
+    """The oldest version that reads a line rightly (module docstring)."""
+    return 2 if op in _V2_OPS or fields.get("held") else 1
+
+
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
-    entry = {"v": _VERSION, "op": op, "round": round_id.hex(), **fields}
+    entry = {"v": _version_of(op, fields), "op": op, "round": round_id.hex(), **fields}
     return (json.dumps(entry, separators=(",", ":")) + "\n").encode()
 
 
@@ -268,16 +283,26 @@ class Journal:
                         kept, extra={"path": str(self.path), "bytes": len(torn),
                                      "kept": str(kept)})
         for number, raw in enumerate(lines, start=1):
+            newer = 0
             try:
                 entry = json.loads(raw)
-                if not isinstance(entry, dict) or entry.get("v") != _VERSION or entry.get(
-                        "op") not in _OPS:
+                version = entry.get("v") if isinstance(entry, dict) else None
+                if type(version) is int and version > _VERSION:
+                    newer = version
+                elif type(version) is not int or version < 1 or entry.get("op") not in _OPS:
                     raise ValueError("not a journal record")
-                _apply(records, entry)
+                else:
+                    _apply(records, entry)
             # (RecursionError: a line nested thousands deep; before, a traceback at the start)
             except (ValueError, KeyError, TypeError, RecursionError) as error:
                 raise ConfigError(f"{self.path}:{number} is damaged ({error}); move the file "
                                   "away to start without the record of earlier rounds") from None
+            if newer:  # (not damage: before, "damaged", and the advice lost every record)
+                raise ConfigError(
+                    f"{self.path}:{number} was written by a newer fedhh (journal version "
+                    f"{newer}; this one reads versions 1 to {_VERSION}): start the newer "
+                    "version on it, or move the file away to start without the record of "
+                    "earlier rounds")
         self.records = records
         return records
 
