@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import secrets
 from typing import Any, Protocol
 
 import grpc
@@ -205,6 +207,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self.admin_token = admin_token
         self.budget = budget
         self.deny = ShownDenyLists() if deny is None else deny
+        # The runs StartRun is storing now, by id: what a second StartRun of the id and a
+        # CancelRun of it meet before the run is in the store (``_storing``).
+        self._storing: dict[str, asyncio.Future[Any]] = {}
 
     def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
         auth.check_admin(metadata, self.admin_token)
@@ -216,18 +221,32 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def StartRun(self, request: pb.StartRunRequest, context: grpc.aio.ServicerContext
                        ) -> pb.Run:
         self._check(context)
+        # (its id drawn here when none is given, so that the run is known by it while stored)
+        run_id = request.run_id or secrets.token_hex(8)
+        self._refuse_storing(run_id)
         config = await asyncio.to_thread(from_proto, request.config)
+        self._refuse_storing(run_id)
         # The run is stored in a thread, which a call cancelled meanwhile (its deadline, the
         # caller's Ctrl-C) does not stop: the runner is woken once the thread ends, however
         # the call did. Before, such a run was stored but the runner, idle, never heard of
         # it: it stayed pending, and StartRun again with its id was ALREADY_EXISTS.
-        stored = asyncio.ensure_future(create_run(self.store, config, request.run_id,
-                                                  self.budget))
-        stored.add_done_callback(self._stored)
+        stored = asyncio.ensure_future(create_run(self.store, config, run_id, self.budget))
+        self._storing[run_id] = stored
+        stored.add_done_callback(lambda done: self._stored(run_id, done))
         row = await asyncio.shield(stored)
         return await self._answer(row.run_id)
 
-    def _stored(self, stored: asyncio.Future[Any]) -> None:
+    def _refuse_storing(self, run_id: str) -> None:
+        """A StartRun of a run still being stored is refused at once: before, a caller that
+        gave up on a slow StartRun (its deadline) and asked again with the same id set the
+        whole work going a second time (a solve of many seconds, a long deny list), each
+        retry stacking another, until all but the first were refused ALREADY_EXISTS."""
+        if run_id in self._storing:
+            raise ConflictError(f"run {shown(run_id)} is being stored by an earlier StartRun "
+                                "(GetRun answers it once stored)")
+
+    def _stored(self, run_id: str, stored: asyncio.Future[Any]) -> None:
+        del self._storing[run_id]
         if not stored.cancelled():
             stored.exception()  # (the call's to answer; retrieved here for a call gone)
         self.runner.wake()
@@ -312,6 +331,22 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         run_id = request.run_id
         by = f"the admin API's caller at {context.peer()}"
+        storing = self._storing.get(run_id)
+        if storing is not None:
+            # A run StartRun is still storing (its caller's deadline passed, and the caller
+            # cancels it) is cancelled once stored, even if this call is gone by then. Before,
+            # the cancel was NOT_FOUND, and the run was stored after it and ran, charged.
+            await asyncio.shield(asyncio.ensure_future(self._cancel_stored(storing, run_id, by)))
+        else:
+            self._cancel(run_id, by)
+        return await self._answer(run_id)
+
+    async def _cancel_stored(self, storing: asyncio.Future[Any], run_id: str, by: str) -> None:
+        with contextlib.suppress(Exception):  # (not stored: its StartRun's caller was told why)
+            await storing
+        self._cancel(run_id, by)
+
+    def _cancel(self, run_id: str, by: str) -> None:
         # Its state alone, read on the loop, where the runner changes it, before any read of
         # the row whole: a row read in a thread may be stale by then (a pending run the runner
         # started meanwhile was marked cancelled while the runner drove it on, every round
@@ -327,7 +362,6 @@ class AdminService(pb_grpc.AdminServiceServicer):
             # (a round in its check-in ends at once, nothing charged: Runner.cancel)
             log.info("run cancel asked: the run stops once its round under way ends, at once "
                      "if the round is still in its check-in", extra={"run_id": run_id, "by": by})
-        return await self._answer(run_id)
 
     async def _answer(self, run_id: str) -> pb.Run:
         """``_run`` off the event loop, its progress read on it (the runner's, which the

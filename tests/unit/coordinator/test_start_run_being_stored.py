@@ -1,0 +1,199 @@
+"""A run StartRun is still storing, met by a second StartRun of its id or by a CancelRun.
+
+A caller whose StartRun passed its deadline (a long solve, a long deny list) asks again or
+cancels. Before, a second StartRun of the id did the whole work again beside the first (each
+retry one more), and a CancelRun was NOT_FOUND while the run, stored after it, ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from admin_service_kit import ADMIN_TOKEN, METADATA
+
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.db.interface import StoreUnavailable
+from fedhh_coordinator.service import AdminService
+from fedhh_coordinator.store import Store
+
+CONFIG = pb.RunConfig(eps_agg=4.0, target_devices=400, min_devices=300)
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.woken = 0
+
+    def wake(self) -> None:
+        self.woken += 1
+
+    def cancel(self, run_id: str, by: str) -> None:
+        raise AssertionError("a pending run is cancelled in the store, not by the runner")
+
+    def progress_of(self, run_id: str) -> None:
+        return None
+
+
+class Refused(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(code, details)
+        self.code, self.details = code, details
+
+
+class Context:
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return METADATA
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise Refused(code, details)
+
+
+class HeldWrites:
+    """Store.create_run held until ``release`` is set; ``entered`` counts the writes begun."""
+
+    def __init__(self) -> None:
+        self.entered = 0
+        self.first = threading.Event()
+        self.release = threading.Event()
+        self.fail: Exception | None = None
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldWrites]:
+    writes = HeldWrites()
+    write = Store.create_run
+
+    def held_write(self: Store, *args: Any) -> None:
+        writes.entered += 1
+        writes.first.set()
+        writes.release.wait(60)
+        if writes.fail is not None:
+            raise writes.fail
+        write(self, *args)
+
+    monkeypatch.setattr(Store, "create_run", held_write)
+    yield writes
+    writes.release.set()
+
+
+def service(tmp_path: Path) -> tuple[AdminService, Store]:
+    store = Store(tmp_path / "c.sqlite")
+    return AdminService(store, Runner(), ADMIN_TOKEN,  # type: ignore[arg-type]
+                        LifetimeBudget(eps=1e9, delta=0.5)), store
+
+
+async def storing(admin: AdminService, held: HeldWrites, run_id: str = "p"
+                  ) -> asyncio.Future[pb.Run]:
+    call = asyncio.ensure_future(admin.StartRun(
+        pb.StartRunRequest(run_id=run_id, config=CONFIG), Context()))  # type: ignore[arg-type]
+    assert await asyncio.to_thread(held.first.wait, 60)
+    return call
+
+
+def test_a_second_start_run_of_a_run_being_stored_is_refused_at_once(
+        tmp_path: Path, held: HeldWrites) -> None:
+    admin, store = service(tmp_path)
+
+    async def go() -> tuple[Refused | pb.Run, pb.Run]:
+        first = await storing(admin, held)
+        try:
+            again: Refused | pb.Run = await asyncio.wait_for(admin.StartRun(
+                pb.StartRunRequest(run_id="p", config=CONFIG),
+                Context()), 60)  # type: ignore[arg-type]
+        except Refused as refused:
+            again = refused
+        finally:
+            held.release.set()
+        return again, await first
+
+    try:
+        again, run = asyncio.run(go())
+    finally:
+        store.close()
+    assert isinstance(again, Refused), again
+    assert again.code == grpc.StatusCode.ALREADY_EXISTS
+    assert "being stored by an earlier StartRun" in again.details
+    assert held.entered == 1  # the run's work was done once
+    assert run.run_id == "p" and run.state == "pending"
+
+
+def test_a_run_cancelled_while_being_stored_is_cancelled_once_stored(
+        tmp_path: Path, held: HeldWrites) -> None:
+    admin, store = service(tmp_path)
+
+    async def go() -> pb.Run:
+        first = await storing(admin, held)
+        cancel = asyncio.ensure_future(admin.CancelRun(
+            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # (the cancel asked before the write ends)
+        held.release.set()
+        await first
+        return await cancel
+
+    try:
+        answered = asyncio.run(go())
+        assert store.run("p").state == "cancelled"
+    finally:
+        store.close()
+    assert answered.state == "cancelled"
+
+
+def test_a_cancel_given_up_while_its_run_is_stored_still_cancels_the_run(
+        tmp_path: Path, held: HeldWrites) -> None:
+    admin, store = service(tmp_path)
+
+    async def go() -> str:
+        first = await storing(admin, held)
+        cancel = asyncio.ensure_future(admin.CancelRun(
+            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        cancel.cancel()  # (its caller's deadline)
+        with contextlib.suppress(asyncio.CancelledError):
+            await cancel
+        held.release.set()
+        await first
+        # (the cancel applies in a task of its own, once the write ended)
+        for _ in range(6000):
+            if store.run_state("p") != "pending":
+                break
+            await asyncio.sleep(0.01)
+        return store.run_state("p")
+
+    try:
+        state = asyncio.run(go())
+    finally:
+        store.close()
+    assert state == "cancelled"
+
+
+def test_a_cancel_of_a_run_whose_storing_failed_is_not_found(
+        tmp_path: Path, held: HeldWrites) -> None:
+    admin, store = service(tmp_path)
+    held.fail = StoreUnavailable("the disk went away")
+
+    async def go() -> list[Any]:
+        first = await storing(admin, held)
+        cancel = asyncio.ensure_future(admin.CancelRun(
+            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        held.release.set()
+        return await asyncio.gather(first, cancel, return_exceptions=True)
+
+    try:
+        started, cancelled = asyncio.run(go())
+        assert store.run_states() == []
+    finally:
+        store.close()
+    assert isinstance(started, Refused) and started.code == grpc.StatusCode.UNAVAILABLE
+    assert isinstance(cancelled, Refused), cancelled
+    assert cancelled.code == grpc.StatusCode.NOT_FOUND and "unknown run" in cancelled.details
