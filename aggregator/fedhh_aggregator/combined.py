@@ -141,17 +141,24 @@ class CombinedRound:
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
-        # Set for a round taken over after its release (a restart): its shards finished
-        # before, so their deadlines may be long past (``_collect``).
-        self.released_before = False
+        # Set for a round taken over after its release (a restart): its contributors then.
+        # Its shards finished before, so their deadlines may be long past (``_collect``).
+        self.released_with: int | None = None
+        self._cut_short = False  # settled as released before its total was rebuilt
         self._started = 0.0
 
     @property
+    def released_before(self) -> bool:
+        return self.released_with is not None
+
+    @property
     def reached_unmask(self) -> bool:
-        return any(s.reached_unmask for s in self.shards)
+        return self.released_before or any(s.reached_unmask for s in self.shards)
 
     @property
     def contributors(self) -> int:
+        if self._cut_short and self.released_with is not None:
+            return self.released_with
         return sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
 
     def start(self) -> None:
@@ -248,14 +255,17 @@ class CombinedRound:
         coordinator has the total) or not (nobody will fetch it), once the journal says so
         (``written``; None: no journal): before that a restarted combiner takes the round over
         and fetches the shard sums again. A write that failed leaves them held (the workers
-        drop them at their --result-ttl), as does a worker that does not answer."""
+        drop them at their --result-ttl), as does a worker that does not answer. A round
+        settled before its total was rebuilt (:meth:`settle_as_released`) tells every shard
+        not known aborted: each may hold the sum it released before the restart."""
         if written is not None:
             try:
                 await asyncio.wrap_future(written)
             except OSError:
                 return
-        await self._drop_held([s for s in self.shards if s.state == RoundState.RELEASED],
-                              delivered=delivered)
+        holding = (lambda s: s.state != RoundState.ABORTED) if self._cut_short else (
+            lambda s: s.state == RoundState.RELEASED)
+        await self._drop_held([s for s in self.shards if holding(s)], delivered=delivered)
 
     async def _drop_held(self, shards: list[Shard], *, delivered: bool) -> None:
         async def one(shard: Shard) -> None:
@@ -327,10 +337,30 @@ class CombinedRound:
         await wait_capped(self.finished, wait_s, self.limits.max_wait_s)
         return self.state
 
+    def settle_as_released(self) -> bool:
+        """Settle a round taken over after its release, its total still being rebuilt, as
+        the released round it was (True; False for any other round): the coordinator said it
+        read the total, before the restart, or cancelled it, so nothing more is fetched. Its
+        outcome is journaled already; forgetting it tells the workers (:meth:`let_go`).
+        Before, such a call aborted the round as a running one: a total the coordinator had
+        stored was journaled 'aborted, cancelled' and its held shard sums dropped as such."""
+        if not self.released_before or self.state != RoundState.RUNNING:
+            return False
+        if self._task is not None:
+            self._task.cancel()
+        self._cut_short = True
+        self.total = None
+        self.state = RoundState.RELEASED
+        self.finished.set()
+        log.info("sharded round settled as released before its total was rebuilt",
+                 extra={"round_id": round_label(self.round_id)})
+        return True
+
     async def cancel(self) -> RoundState:
         """Abort every running shard at its worker, and drop the sums its released shards'
-        workers hold for it; the round releases nothing."""
-        if self.state != RoundState.RUNNING:
+        workers hold for it; the round releases nothing. A round released before a restart
+        stays released (:meth:`settle_as_released`), its total dropped."""
+        if self.settle_as_released() or self.state != RoundState.RUNNING:
             return self.state
         if self._task is not None:
             self._task.cancel()

@@ -120,7 +120,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                                       prune=False)
                 continue
             round_ = self._new_round(record.round_id, shards)
-            round_.released_before = fetch_again
+            round_.released_with = record.contributors if fetch_again else None
             # Its workers accepted every shard before the coordinator heard of the round:
             # one that has no record of its shard now lost it (``Shard.opened``). Before, a
             # taken-over shard never counted as accepted, and one whose worker had also lost

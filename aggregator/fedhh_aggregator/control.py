@@ -142,10 +142,14 @@ class ControlHandler(ABC, Generic[R]):
         if delivered:
             with contextlib.suppress(FedhhError):  # (no longer held: answered as a cancel)
                 round_ = self._registry.by_round(round_id)
-                if round_.state == RoundState.RELEASED:
+                if self._released(round_):
                     self._delivered(round_)
                     return RoundState.RELEASED
         return await self._registry.cancel(round_id)
+
+    def _released(self, round_: R) -> bool:
+        """Whether ``round_`` holds a released sum for the coordinator."""
+        return round_.state == RoundState.RELEASED
 
     @abstractmethod
     def _report(self, round_: R, state: RoundState) -> ResultReport:
@@ -198,6 +202,10 @@ class ShardedRoundControl(ControlHandler[CombinedRound]):
     def __init__(self, registry: CombinerRegistry) -> None:
         super().__init__(registry, _count_combiner)
         self.rounds = registry
+
+    def _released(self, round_: CombinedRound) -> bool:
+        # (a total released before a restart, still being rebuilt, is the coordinator's)
+        return round_.state == RoundState.RELEASED or round_.settle_as_released()
 
     def _report(self, round_: CombinedRound, state: RoundState) -> ResultReport:
         report = ResultReport(state, round_.round_id, round_.session_id, round_.dimension,

@@ -57,7 +57,8 @@ def _round(state: RoundState, *, released: bool = False) -> SimpleNamespace:
         abort_reason="" if released else "too_few_devices", wait_finished=wait_finished,
         config=SimpleNamespace(round_id=b"r", dimension=4, modulus_bits=16), result=result,
         dimension=4, modulus_bits=16, shards=[], contributors=3 if released else 0,
-        total=result.total if result is not None else None)
+        total=result.total if result is not None else None,
+        settle_as_released=lambda: False)  # (a combiner's round not taken over after release)
 
 
 def _count(kind: str, outcome: str) -> float:

@@ -508,3 +508,53 @@ def test_a_cancelled_round_gives_its_slot_back_at_its_result_ttl(tmp_path: Path)
 
     asyncio.run(cancelled_then_waited())
     assert pending.cancelled
+
+
+class RefetchedWorker(HoldingWorker):
+    """A holding worker whose GetResult, once ``slow``, waits (for the test's end): a
+    restarted combiner's fetch of its held sum still under way."""
+
+    slow = False
+    asked = False
+
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
+        if self.slow:
+            self.asked = True
+            await asyncio.Event().wait()
+        return await super().result(round_id, wait_s, hold)
+
+
+@pytest.mark.parametrize(("delivered", "told"), [(True, "delivered"), (False, "dropped")])
+def test_a_total_the_coordinator_settles_while_it_is_rebuilt_stays_released(
+        tmp_path: Path, delivered: bool, told: str) -> None:
+    # The combiner released the round and stopped; the coordinator had read the total (or
+    # gave up on it) and says so while the restarted combiner still fetches the shard sums
+    # again. Before, the call cancelled the round as a running one: journaled 'aborted,
+    # cancelled' (the coordinator had stored its release) and its sums dropped as such.
+    first, second = RefetchedWorker(honest()), RefetchedWorker(2 * honest())
+
+    async def settled_while_rebuilt() -> RoundState:
+        first.slow = second.slow = True
+        combiner = journaled(tmp_path, first, second)
+        try:
+            await asyncio.wait_for(until(lambda: first.asked and second.asked), 20)
+            state = await ShardedRoundControl(combiner).cancel(b"r/1/1", delivered=delivered)
+            await asyncio.wait_for(until(lambda: bool(first.told and second.told)), 20)
+            return state
+        finally:
+            combiner.close()
+
+    async def restarted() -> tuple[Any, int]:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            return combiner.outcome(b"r/1/1"), len(combiner)
+        finally:
+            combiner.close()
+
+    asyncio.run(released_then_stopped(tmp_path, first, second))
+    assert asyncio.run(settled_while_rebuilt()) == RoundState.RELEASED
+    assert (first.told, second.told) == ([told], [told])
+    (outcome, _), running = asyncio.run(restarted())
+    assert running == 0  # not taken over again
+    assert (outcome.state.value, outcome.delivered, outcome.reached_unmask,
+            outcome.num_contributors) == ("released", delivered, True, 6)
