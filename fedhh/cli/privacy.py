@@ -24,7 +24,9 @@ amplify: in each of its ``results``):
   ``rdp_epsilon``, ``rdp_order`` (best alpha), ``advanced_epsilon``, ``per_round_epsilon``,
   ``per_round_delta``, ``slack_delta``, ``participants`` (per round); with
   ``--completion-rounds``, ``completion_rounds`` (those budgeted) and
-  ``completion_rounds_asked``, ``rounds`` counting both.
+  ``completion_rounds_asked``, ``rounds`` counting both; ``networked_eps_local`` (the figure a
+  networked run holds, at most its max_eps_local) and, where that cap holds it with
+  ``--completion-rounds``, ``networked_completion_rounds`` (those a networked run keeps).
 * amplify: ``eps_local``, ``delta``, ``rounds``, ``num_devices``, ``sampling_rate`` and
   ``results``: one object per method with ``method``, ``eps_agg`` (the answer at ``delta``),
   ``tightest``, ``conditions_verified``, ``notes`` and the same per-path figures as
@@ -228,7 +230,7 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
         raise ConfigError("--completion-weight weighs completion rounds: give "
                           "--completion-rounds too")
     if args.completion_rounds:
-        sol, completion = _with_completions(args)
+        sol, completion = _with_completions(args, _networked_cap())
     else:
         sol = solve_local_epsilon(
             args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
@@ -249,10 +251,16 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
         lines.insert(2, f"  {completion.pop('said')}")
     cap = _networked_cap()
     if sol.eps_local > cap:
+        networked = completion.get("networked_completion_rounds")
+        rounds = "" if networked is None else (
+            f" with {networked} completion round{'' if networked == 1 else 's'}"
+            + ("" if networked == completion["completion_rounds"] else
+               f", not {completion['completion_rounds']} (each one's {cap:g} + ln(its weight) "
+               "must stay positive),"))
         lines.append(f"  note: a networked run (fedhh admin start, fedhh up) holds eps_local at "
                      f"its max_eps_local, {cap:g} by default, which each device's own floor "
-                     f"refuses to exceed: it runs at {cap:g} and spends less than eps_agg; "
-                     f"fedhh simulate runs at {sol.eps_local:.4f}")
+                     f"refuses to exceed: it runs at {cap:g}{rounds} and spends less than "
+                     f"eps_agg; fedhh simulate runs at {sol.eps_local:.4f}")
     return {**sol.to_dict(), **completion, "networked_eps_local": min(sol.eps_local, cap),
             "mechanism": args.mechanism, "sources": cited}, lines
 
@@ -268,14 +276,20 @@ def _networked_cap() -> float:
     return float(RunConfig.max_eps_local)
 
 
-def _with_completions(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def _with_completions(args: argparse.Namespace, cap: float) -> tuple[Any, dict[str, Any]]:
     """The local epsilon of --rounds main rounds and as many of --completion-rounds as can be
     budgeted among --devices, each at eps_local + ln(its weight): the allocation a run plans
     (``fedhh.config.with_most_completions``, ``RunConfig.round_weights``), so the figure is the
     one `fedhh simulate` and the coordinator solve for. Before, `fedhh privacy` had no
-    completion rounds: --rounds 4 said 4.853 at eps_agg 2 over 1,248 devices, the run 4.789."""
+    completion rounds: --rounds 4 said 4.853 at eps_agg 2 over 1,248 devices, the run 4.789.
+
+    Where the figure is above ``cap`` (``_networked_cap``), also the completion rounds a
+    networked run keeps (``networked_completion_rounds``): the coordinator plans them over
+    its ``open_ledger``, which holds eps_local at the cap, so each of its rounds needs
+    cap + ln(its weight) > 0. Before, the form gave simulate's count as the networked run's
+    (at 1,248 devices, eps_agg 20 and weight 3e-5: 1 round, where the coordinator keeps 0)."""
     from fedhh.config import RunConfig, with_most_completions
-    from fedhh.privacy.accountant import allocation_offsets
+    from fedhh.privacy.accountant import allocation_offsets, check_offsets
     from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 
     if args.method not in (None, "sum"):
@@ -287,16 +301,34 @@ def _with_completions(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     asked = RunConfig(eps_agg=args.eps_agg, delta=args.delta, rounds=args.rounds,
                       completion_rounds=args.completion_rounds,
                       completion_weight=args.completion_weight or RunConfig.completion_weight)
+    # (each count solved once: the networked plan asks again of the counts the first asked)
+    solved: dict[int, Any] = {}
 
     def plan(config: RunConfig) -> Any:
-        weights = config.round_weights()
-        if weights is None:
-            return solve_local_epsilon(args.eps_agg, args.delta, args.rounds, args.devices,
-                                       args.sampling_rate)
-        return solve_allocation(args.eps_agg, args.delta, allocation_offsets(weights),
-                                args.devices, args.sampling_rate)
+        count = config.completion()
+        if count not in solved:
+            weights = config.round_weights()
+            try:
+                solved[count] = (
+                    solve_local_epsilon(args.eps_agg, args.delta, args.rounds, args.devices,
+                                        args.sampling_rate) if weights is None else
+                    solve_allocation(args.eps_agg, args.delta, allocation_offsets(weights),
+                                     args.devices, args.sampling_rate))
+            except PrivacyError as error:
+                solved[count] = error
+        if isinstance(solved[count], PrivacyError):
+            raise solved[count]
+        return solved[count]
 
-    run, sol = with_most_completions(asked, plan, lambda solved: solved.eps_local)
+    def networked(config: RunConfig) -> Any:
+        solution = plan(config)
+        weights = config.round_weights()
+        if solution.eps_local > cap and weights is not None:
+            offsets = allocation_offsets(weights)
+            check_offsets(cap, offsets, len(offsets), "sum")  # (PrivacyError: not budgeted)
+        return solution
+
+    run, sol = with_most_completions(asked, plan, lambda solution: solution.eps_local)
     kept = run.completion()
     said = (f"with {kept} of the {asked.completion()} completion rounds asked for (the most "
             f"{args.devices} devices can budget: each round's eps_local + ln(its weight) must "
@@ -304,8 +336,13 @@ def _with_completions(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             f"with {kept} completion round{'' if kept == 1 else 's'}")
     if kept:
         said += f", the first at eps_local + ln {run.completion_weights()[0]:g}"
-    return sol, {"completion_rounds": kept, "completion_rounds_asked": asked.completion(),
-                 "said": said}
+    shown = {"completion_rounds": kept, "completion_rounds_asked": asked.completion(),
+             "said": said}
+    if sol.eps_local > cap:
+        held, _ = with_most_completions(asked, networked,
+                                        lambda solution: min(solution.eps_local, cap))
+        shown["networked_completion_rounds"] = held.completion()
+    return sol, shown
 
 
 def _rounds(count: int) -> str:

@@ -75,3 +75,28 @@ def test_a_figure_above_the_devices_floor_says_what_a_networked_run_runs_at(
     code, out, _ = run_cli(["privacy", "--eps-agg", "2", "--delta", "1e-6", "--rounds", "4",
                             "--devices", "1248", "--completion-rounds", "32"], capsys)
     assert "networked run" not in out
+
+
+def test_a_networked_run_s_completion_rounds_are_those_it_keeps_at_its_cap(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Above the cap, the coordinator plans the completion rounds over its capped ledger: each
+    needs 10 + ln(its weight) > 0, not the solved figure's. At 1,248 devices, eps_agg 20 and
+    weight 3e-5 the solve keeps 1 completion round at 11.78 (11.78 - 10.41 > 0) where the
+    coordinator keeps none (10 - 10.41 <= 0); before, the form gave only the 1."""
+    from fedhh_coordinator.runs import open_ledger
+
+    form = ["privacy", "--eps-agg", "20", "--delta", "1e-6", "--rounds", "4", "--devices",
+            "1248", "--completion-rounds", "32", "--completion-weight", "3e-5"]
+    code, out, err = run_cli([*form, "--json"], capsys)
+    assert code == 0, err
+    shown = json.loads(out)
+    run, ledger = with_most_completions(
+        replace(RunConfig(), eps_agg=20.0, delta=1e-6, rounds=4, min_devices=1248,
+                completion_rounds=32, completion_weight=3e-5),
+        open_ledger, lambda ledger: ledger.eps_local)
+    assert shown["networked_completion_rounds"] == run.completion() == 0
+    assert shown["networked_eps_local"] == ledger.eps_local == RunConfig.max_eps_local
+    assert shown["completion_rounds"] == 1  # (fedhh simulate's, uncapped)
+    code, out, _ = run_cli(form, capsys)
+    assert ("it runs at 10 with 0 completion rounds, not 1 (each one's 10 + ln(its weight) "
+            "must stay positive), and spends less than eps_agg" in out), out
