@@ -7,7 +7,9 @@ itself is not kept. Once every shard has released or aborted, the round is relea
 one shard released, else aborted. A shard that cannot be settled by its deadline (plus
 ``slack_s``) is cancelled at its worker; a worker that stays unreachable for ``patience_s``
 past that leaves its shard aborted with ``reached_unmask`` true, since nobody can say
-unmasking did not begin.
+unmasking did not begin. An unexpected error collecting a shard (a bug) aborts the round at
+once: the other collectors stop, running shards are cancelled at their workers and every held
+shard sum is dropped, since the total may hold a sum whose evidence the combiner failed to keep.
 
 A worker holds its released shard sum (GetResult's ``hold``) until the combiner tells it the
 sum is delivered (CancelRound's ``delivered``), which it does once the coordinator confirmed
@@ -176,19 +178,40 @@ class CombinedRound:
 
     async def _run(self) -> None:
         try:
-            try:
-                await asyncio.gather(*(self._collect(shard) for shard in self.shards))
-            except Exception:  # a bug: the round settles (nothing of its shard is summed)
-                log.exception("collecting a sharded round failed",
-                              extra={"round_id": round_label(self.round_id)})
-                for shard in self.shards:
-                    if shard.state == RoundState.RUNNING:
-                        self._shard_finished(shard, RoundState.ABORTED,
-                                             "the combiner failed collecting it", True)
-            self._settle()
+            failure = await self._collect_all()
+            if failure:
+                await self._abort(f"the combiner failed collecting it ({failure})",
+                                  "the combiner failed collecting the round")
+            else:
+                self._settle()
         except asyncio.CancelledError:
             return
         await self._expire()
+
+    async def _collect_all(self) -> str:
+        """Collect every shard; "" once all settled, else what failed unexpectedly (a bug),
+        the other collectors stopped. A bug's round is aborted whole (``_run``): its total
+        may hold a sum whose evidence it failed to keep, and a collector left running would
+        add to the total after the round settled. Before, the round settled at once without
+        the failed shard, released what it had, and the other collectors ran on unseen."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for shard in self.shards:
+                    group.create_task(self._collect_or_say(shard))
+        except Exception as failed:  # (an ExceptionGroup of each collector's bug)
+            errors = failed.exceptions if isinstance(failed, ExceptionGroup) else (failed,)
+            return "; ".join(map(str, errors))
+        return ""
+
+    async def _collect_or_say(self, shard: Shard) -> None:
+        try:
+            await self._collect(shard)
+        except Exception as error:
+            log.exception("collecting a shard failed", extra={
+                "round_id": round_label(self.round_id), "shard": round_label(shard.round_id),
+                "worker": shard.worker})
+            raise RuntimeError(f"shard {shard.index}: {type(error).__name__}: {error}"
+                               ) from error
 
     async def _expire(self) -> None:
         """Hand the finished round to ``on_expire`` once its outcome waited ``result_ttl_s``
@@ -337,6 +360,34 @@ class CombinedRound:
         await wait_capped(self.finished, wait_s, self.limits.max_wait_s)
         return self.state
 
+    async def _abort(self, reason: str, why: str) -> None:
+        """Abort the round for ``reason``, its collectors stopped: each running shard is
+        cancelled at its worker and settled by its word (``why`` where it has none), the sums
+        released shards' workers hold are dropped; nothing is released."""
+        running = [s for s in self.shards if s.state == RoundState.RUNNING]
+        released = [s for s in self.shards if s.state == RoundState.RELEASED]
+
+        async def cancel_one(shard: Shard) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                await self.pool[shard.worker].control.cancel(shard.round_id)
+            await self._settle_from_outcome(shard, why)
+
+        settled = await asyncio.gather(*(cancel_one(s) for s in running),
+                                       self._drop_held(released, delivered=False),
+                                       return_exceptions=True)
+        for error in settled:
+            if isinstance(error, Exception):  # (a bug: the round aborts all the same)
+                log.error("aborting a sharded round failed", exc_info=error,
+                          extra={"round_id": round_label(self.round_id)})
+        for shard in running:
+            if shard.state == RoundState.RUNNING:  # (its settling failed: nobody can say)
+                self._shard_finished(shard, RoundState.ABORTED, why, True)
+        self.total = None
+        self.state = RoundState.ABORTED
+        self.abort_reason = reason
+        self.finished.set()
+        self._on_finish(self)
+
     def settle_as_released(self) -> bool:
         """Settle a round taken over after its release, its total still being rebuilt, as
         the released round it was (True; False for any other round): the coordinator said it
@@ -364,21 +415,7 @@ class CombinedRound:
             return self.state
         if self._task is not None:
             self._task.cancel()
-        running = [s for s in self.shards if s.state == RoundState.RUNNING]
-        released = [s for s in self.shards if s.state == RoundState.RELEASED]
-
-        async def cancel_one(shard: Shard) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                await self.pool[shard.worker].control.cancel(shard.round_id)
-            await self._settle_from_outcome(shard, "cancelled")
-
-        await asyncio.gather(*(cancel_one(s) for s in running),
-                             self._drop_held(released, delivered=False))
-        self.total = None
-        self.state = RoundState.ABORTED
-        self.abort_reason = "cancelled"
-        self.finished.set()
-        self._on_finish(self)
+        await self._abort("cancelled", "cancelled")
         # Expired as a settled round is: the cancel stopped the collector that would have.
         # Before, a round cancelled and never fetched (the coordinator asks its outcome) held
         # one of max_rounds until a restart.

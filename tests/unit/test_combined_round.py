@@ -558,3 +558,26 @@ def test_a_total_the_coordinator_settles_while_it_is_rebuilt_stays_released(
     assert running == 0  # not taken over again
     assert (outcome.state.value, outcome.delivered, outcome.reached_unmask,
             outcome.num_contributors) == ("released", delivered, True, 6)
+
+
+class BrokenWorker(HoldingWorker):
+    """A worker whose released sum the combiner fails on after adding it into the total (its
+    answer lacks the evidence the combiner then reads: a bug's stand-in)."""
+
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
+        return SimpleNamespace(total=self.total, num_contributors=3)
+
+
+def test_a_round_the_combiner_fails_collecting_aborts_at_once_and_releases_nothing() -> None:
+    # Shard 0 released, the combiner failed on shard 1's sum after adding it in, shard 2 still
+    # runs. Before: the round released shard 0's evidence with a total holding shard 1's sum
+    # too, shard 2's collector ran on unseen (a sum it took in later was added after the
+    # release), and shard 1's sum stayed held at its worker for its --result-ttl.
+    pending = PendingWorker()
+    combined, total = collected(HoldingWorker(honest()), BrokenWorker(honest()), pending)
+    assert combined.state == RoundState.ABORTED and total == []
+    assert combined.abort_reason.startswith("the combiner failed collecting it (shard 1: ")
+    assert combined.reached_unmask  # charged as lost after unmasking
+    first, broken, _ = pool_of(combined)
+    assert (first.control.told, broken.control.told) == (["dropped"], ["dropped"])
+    assert pending.cancelled  # (its collector stopped, its shard cancelled at its worker)
