@@ -54,7 +54,7 @@ from fedhh.backoff import Backoff
 from fedhh.codec import codes as cw
 from fedhh.config import WINDOW_FIELDS, RunConfig
 from fedhh.config.flags import flag
-from fedhh.errors import FedhhError, RoundAborted
+from fedhh.errors import ConfigError, FedhhError, RoundAborted
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released
 from fedhh.rpc.device_client import OVERRUN_S
 from fedhh.rpc.tasks import CohortTasks
@@ -189,8 +189,11 @@ class NetworkLink:
                 raise RoundAborted(f"the {plan.kind} at {self._control_address()} stopped "
                                    f"answering before the round opened ({error})") from None
             except FedhhError as error:
-                raise RoundAborted(f"the {plan.kind} refused the round: {error}"
-                                   f"{self._refused_stretch(attempt)}") from None
+                # (only a refused config can be its windows' doing: a busy service, one that
+                # holds its --max-rounds, says nothing of them)
+                stretch = self._refused_stretch(attempt) if isinstance(error, ConfigError) else ""
+                raise RoundAborted(f"the {plan.kind} refused the round: {error}{stretch}"
+                                   ) from None
             # The service has the round now: a restart that finds it without a record of it
             # does not take the attempt as never opened (``_verdict``).
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
@@ -350,8 +353,11 @@ class NetworkLink:
             self.progress.stage = note
 
     def _refused_stretch(self, attempt: AttemptId) -> str:
-        """Mark a stretched attempt the service refused to open (``stretch_cap``: the round's
-        later attempts stretch at most half as far) and say so; "" for one not stretched."""
+        """Mark a stretched attempt whose config the service refused (``stretch_cap``: the
+        round's later attempts stretch at most half as far) and say so; "" for one not
+        stretched. Not for another refusal: a service busy with its --max-rounds refused the
+        x2 attempt, and every later attempt of the round ran x1, the windows its late abort
+        had shown too short."""
         if self._stretch == 1:
             return ""
         self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,

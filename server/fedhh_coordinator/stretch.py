@@ -10,10 +10,10 @@ deadline the service accepts; an abort for another reason (a check-in short of d
 service lost) keeps the stretch the attempt had; a new round starts again from the configured
 windows. The stretch an attempt ran with is kept in its round summary (``STRETCH``), so a
 restarted coordinator plans the next attempt as the stopped one would have. A stretched attempt
-the service refused to open (one started with a --max-round-seconds below the default refuses
-a last deadline past it) caps the round's later attempts at half its stretch (``CAP``, kept
-from attempt to attempt). Windows are no privacy parameter: nothing about charging depends on
-them.
+whose config the service refused (one started with a --max-round-seconds below the default
+refuses a last deadline past it) caps the round's later attempts at half its stretch (``CAP``,
+kept from attempt to attempt); another refusal (a busy service) keeps the stretch. Windows
+are no privacy parameter: nothing about charging depends on them.
 """
 
 from __future__ import annotations

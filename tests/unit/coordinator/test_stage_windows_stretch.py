@@ -21,6 +21,7 @@ from test_link_charging import SHARD, Coordinator, FakeCombiner, Fleet, Plan, at
 
 from fedhh.cli.options import add_outcome_options
 from fedhh.errors import RoundAborted
+from fedhh.rpc.control_client import AggregatorBusy
 from fedhh.secagg import RoundConfig
 from fedhh.secagg.config import MAX_ROUND_S
 from fedhh_aggregator.rounds import Limits, check_last_deadline
@@ -74,18 +75,25 @@ class LimitedService(ShortService):
     check."""
 
     max_round_s: float = MAX_ROUND_S
+    # the attempts (round, attempt) it refuses busy, as one that holds its --max-rounds does
+    busy: frozenset[tuple[int, int]] = frozenset()
 
     async def open_single(self, signed: Any) -> None:
-        check_last_deadline(RoundConfig.from_bytes(signed.payload), self.max_round_s, "the round")
+        config = RoundConfig.from_bytes(signed.payload)
+        _, round_, attempt, *_ = config.round_id.decode().split("/")
+        if (int(round_), int(attempt)) in self.busy:
+            raise AggregatorBusy("aggregator: the aggregator already holds 16 rounds")
+        check_last_deadline(config, self.max_round_s, "the round")
         await super().open_single(signed)
 
 
 def drive(tmp_path: Path, short: dict[tuple[int, int], dict[str, int]],
-          max_round_s: float = MAX_ROUND_S) -> tuple[Store, list[RoundConfig]]:
+          max_round_s: float = MAX_ROUND_S,
+          busy: frozenset[tuple[int, int]] = frozenset()) -> tuple[Store, list[RoundConfig]]:
     store = Store(tmp_path / "coordinator.sqlite")
     fleet = Fleet(store, SHARD)
     service = LimitedService(Plan(lambda a: ["released"]), fleet.keys, sharded=False,
-                             short=short, max_round_s=max_round_s)
+                             short=short, max_round_s=max_round_s, busy=busy)
 
     async def go() -> None:
         await create_run(store, config(shard_size=None, target_devices=SHARD, rounds=1,
@@ -154,6 +162,21 @@ def test_a_stretch_the_service_refuses_is_not_asked_of_it_again(
     assert "more than 150 s ahead" in refused and refused.endswith(
         "(its stage windows were stretched x2 after too few devices in time: the round's next "
         "attempts stretch them at most x1)")
+
+
+def test_a_stretched_attempt_refused_busy_keeps_its_stretch(tmp_path: Path) -> None:
+    """A service that holds its --max-rounds refuses the x2 attempt (RESOURCE_EXHAUSTED),
+    which says nothing of its windows: the next attempt keeps x2, as after any abort for
+    another cause. Before, the refusal capped the round's later attempts at x1, the windows
+    the late abort had shown too short."""
+    store, opened = drive(tmp_path, {(1, 1): LATE}, busy=frozenset({(1, 2)}))
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [
+        (1, "aborted"), (2, "aborted"), (3, "released")]
+    assert [r.summary[STRETCH] for r in store.rounds("run")] == [1, 2, 2]
+    assert [windows(c) for c in opened] == [[STAGE_MS] * 4, [STAGE_MS * 2] * 4]
+    refused = store.rounds("run")[1]
+    assert REFUSED_MARK not in refused.summary
+    assert refused.reason.endswith("already holds 16 rounds"), refused.reason
 
 
 @dataclass
