@@ -65,7 +65,7 @@ from fedhh.privacy.accountant import (
     repeat_offsets,
 )
 from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp, times_up
-from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
+from fedhh.privacy.solver import EPS_LOCAL_MAX, solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
 VERSION = 2
@@ -156,13 +156,15 @@ class PrivacyLedger:
         method: str = methods.DEFAULT_METHOD,
         eps_local: float | None = None,
         population: int | None = None,
+        cap: float = EPS_LOCAL_MAX,
     ) -> PrivacyLedger:
         """Declare a run; solve eps_local for n_min contributors unless it is given.
 
         ``population``: the N devices a Poisson-sampled run (q < 1) samples from, when known
-        (default ceil(n_min / q)); a round's participants are charged as a sample of them."""
+        (default ceil(n_min / q)); a round's participants are charged as a sample of them.
+        ``cap``: the largest eps_local solved for (``solver.solve_local_epsilon``)."""
         return cls._open(eps_agg, delta, rounds, n_min, sampling_rate, method, eps_local, None,
-                         population=population)
+                         population=population, cap=cap)
 
     @classmethod
     def open_allocated(
@@ -176,18 +178,20 @@ class PrivacyLedger:
         eps_local: float | None = None,
         items: Sequence[int] = (),
         population: int | None = None,
+        cap: float = EPS_LOCAL_MAX,
     ) -> PrivacyLedger:
         """``open`` for a per-round allocation (method "sum"), one round per offset: round i is
         charged, and must be run, at local epsilon eps_local + offsets[i] (``round_epsilon``).
         ``items``: how many elements a device reports in each round (default one); a round of
         k is charged as k compositions of the one-hot round (``accountant.repeat_offsets``)."""
         return cls._open(eps_agg, delta, len(offsets), n_min, sampling_rate, method, eps_local,
-                         offsets, tuple(items), population)
+                         offsets, tuple(items), population, cap)
 
     @classmethod
     def _open(cls, eps_agg: float, delta: float, rounds: int, n_min: int, sampling_rate: float,
               method: str, eps_local: float | None, offsets: Sequence[float] | None,
-              items: tuple[int, ...] = (), population: int | None = None) -> PrivacyLedger:
+              items: tuple[int, ...] = (), population: int | None = None,
+              cap: float = EPS_LOCAL_MAX) -> PrivacyLedger:
         eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
@@ -210,10 +214,10 @@ class PrivacyLedger:
         if eps_local is None and allocation:
             charged = repeat_offsets(allocation, items) if items else allocation
             eps_local = solve_allocation(eps_agg, delta, charged, population, sampling_rate,
-                                         method).eps_local
+                                         method, cap).eps_local
         elif eps_local is None:
             eps_local = solve_local_epsilon(
-                eps_agg, delta, rounds, population, sampling_rate, method
+                eps_agg, delta, rounds, population, sampling_rate, method, cap
             ).eps_local
         eps_local = check_eps(eps_local, "eps_local")
         check_offsets(eps_local, allocation or None, rounds, method)

@@ -106,9 +106,13 @@ def solve_local_epsilon(
     num_devices: int,
     sampling_rate: float = 1.0,
     method: str = methods.DEFAULT_METHOD,
+    cap: float = EPS_LOCAL_MAX,
 ) -> LocalEpsilonSolution:
-    """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate."""
-    return _solve(eps_agg, delta, rounds, num_devices, sampling_rate, method, None)
+    """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate.
+
+    ``cap``: the largest eps_local of use to the caller (at most ``EPS_LOCAL_MAX``); a target
+    that it meets is answered with it, no larger one evaluated (``_solve``)."""
+    return _solve(eps_agg, delta, rounds, num_devices, sampling_rate, method, None, cap)
 
 
 def solve_allocation(
@@ -118,15 +122,17 @@ def solve_allocation(
     num_devices: int,
     sampling_rate: float = 1.0,
     method: str = methods.DEFAULT_METHOD,
+    cap: float = EPS_LOCAL_MAX,
 ) -> LocalEpsilonSolution:
     """``solve_local_epsilon`` for a per-round allocation (``accountant.allocation_offsets``):
     round i runs at eps_local + offsets[i], so eps_local is the largest round's (offsets <= 0);
     one round per offset."""
-    return _solve(eps_agg, delta, len(offsets), num_devices, sampling_rate, method, offsets)
+    return _solve(eps_agg, delta, len(offsets), num_devices, sampling_rate, method, offsets,
+                  cap)
 
 
 def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling_rate: float,
-           method: str, offsets: Sequence[float] | None) -> LocalEpsilonSolution:
+           method: str, offsets: Sequence[float] | None, cap: float) -> LocalEpsilonSolution:
     eps_agg = check_eps(eps_agg, "eps_agg")
     delta, rounds, num_devices, sampling_rate, method, n = checked_setting(
         delta, rounds, num_devices, sampling_rate, method)
@@ -161,18 +167,23 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
 
     # Bracket: lo feasible, hi infeasible (gap is log(aggregate / target)).
     floor = -min(offsets) if offsets else 0.0  # every round's epsilon stays positive
-    x = max(_initial_guess(eps_agg, delta, effective_rounds, n, method), floor + 0.25)
+    # The climb stops at the caller's cap: each evaluation costs more the larger eps_local
+    # is, and a target far above what any round can spend (eps_agg 1e300) climbed to 40 in
+    # eight of them (~20 s) for a coordinator that runs at 10 (its max_eps_local) anyway.
+    # (A cap below the allocation's floor is no cap: the caller refuses that plan.)
+    top = max(min(cap, EPS_LOCAL_MAX), floor + 0.25)
+    x = min(max(_initial_guess(eps_agg, delta, effective_rounds, n, method), floor + 0.25), top)
     step = 0.25 if method == "sum" else 1.0
     if fits(x):
         lo = x
         while True:
-            x = min(EPS_LOCAL_MAX, lo + step)
+            x = min(top, lo + step)
             if not fits(x):
                 hi = x
                 break
             lo = x
-            if lo >= EPS_LOCAL_MAX:
-                notes = (f"capped at eps_local = {EPS_LOCAL_MAX}",)
+            if lo >= top:
+                notes = (f"capped at eps_local = {top}",)
                 return _solution(lo, evaluate(lo), eps_agg, len(cache), notes)
             step *= 2
     else:

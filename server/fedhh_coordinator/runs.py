@@ -89,12 +89,14 @@ def open_ledger(config: RunConfig) -> PrivacyLedger:
     weights = config.round_weights()
 
     def ledger_at(eps_local: float | None) -> PrivacyLedger:
+        # (solved no higher than the cap: a target above what the cap spends is met at it)
         if weights is not None:
             return PrivacyLedger.open_allocated(
                 config.eps_agg, config.delta, allocation_offsets(weights), config.min_devices,
-                1.0, eps_local=eps_local)
+                1.0, eps_local=eps_local, cap=config.max_eps_local)
         return PrivacyLedger.open(config.eps_agg, config.delta, config.rounds,
-                                  config.min_devices, 1.0, method, eps_local=eps_local)
+                                  config.min_devices, 1.0, method, eps_local=eps_local,
+                                  cap=config.max_eps_local)
 
     ledger = ledger_at(config.eps_local)
     if ledger.eps_local > config.max_eps_local:
