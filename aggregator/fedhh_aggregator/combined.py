@@ -179,9 +179,12 @@ class CombinedRound:
     async def _run(self) -> None:
         try:
             failure = await self._collect_all()
+            short = self._rebuilt_short()
             if failure:
                 await self._abort(f"the combiner failed collecting it ({failure})",
                                   "the combiner failed collecting the round")
+            elif short:
+                await self._abort(short, short)
             else:
                 self._settle()
         except asyncio.CancelledError:
@@ -202,6 +205,22 @@ class CombinedRound:
             errors = failed.exceptions if isinstance(failed, ExceptionGroup) else (failed,)
             return "; ".join(map(str, errors))
         return ""
+
+    def _rebuilt_short(self) -> str:
+        """Why a round taken over after its release may not release the total rebuilt ("" if
+        it may): fewer contributors than it released with, a shard's held sum lost meanwhile
+        (its worker restarted, or its --result-ttl passed). The coordinator may have read the
+        released total and charged the attempt at its count (once: a resumed attempt is not
+        charged again), so another, smaller total is never released: with the first, it would
+        tell the lost shard's sum. Before, it was released as the round's."""
+        if self.released_with is None:
+            return ""
+        rebuilt = sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
+        if rebuilt == self.released_with:
+            return ""
+        return (f"its total, released before a restart with {self.released_with} "
+                f"contributors, was rebuilt with {rebuilt}: a shard's held sum was lost "
+                "meanwhile")
 
     async def _collect_or_say(self, shard: Shard) -> None:
         try:

@@ -581,3 +581,35 @@ def test_a_round_the_combiner_fails_collecting_aborts_at_once_and_releases_nothi
     first, broken, _ = pool_of(combined)
     assert (first.control.told, broken.control.told) == (["dropped"], ["dropped"])
     assert pending.cancelled  # (its collector stopped, its shard cancelled at its worker)
+
+
+def test_a_total_released_before_a_restart_is_never_rebuilt_short(tmp_path: Path) -> None:
+    # The combiner released the round (the coordinator may have read the total and charged it
+    # at its 6 contributors) and stopped; worker 1 then lost its held sum (its own restart, or
+    # its --result-ttl). Before, the restarted combiner released worker 0's sum alone, 3
+    # contributors: a second, other total for an attempt charged once, at 6, and the
+    # difference of the two is worker 1's shard sum.
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def restarted() -> tuple[CombinedRound, list[ResultReport]]:
+        second.dropped = True  # (it answers "already delivered", released)
+        combiner = journaled(tmp_path, first, second)
+        sent: list[ResultReport] = []
+
+        async def send(report: ResultReport) -> None:
+            sent.append(report)
+
+        try:
+            (round_,) = combiner._rounds.values()
+            await ShardedRoundControl(combiner).get_result(b"r/1/1", 20, send, hold=True)
+            return round_, sent
+        finally:
+            combiner.close()
+
+    asyncio.run(released_then_stopped(tmp_path, first, second))
+    round_, (report,) = asyncio.run(restarted())
+    assert report.state == RoundState.ABORTED and report.total is None
+    assert report.reached_unmask  # (charged as lost after unmasking, if not charged before)
+    assert round_.abort_reason.startswith(
+        "its total, released before a restart with 6 contributors, was rebuilt with 3")
+    assert first.told == ["dropped"]  # nobody will read worker 0's sum alone
