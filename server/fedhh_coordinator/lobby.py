@@ -78,6 +78,14 @@ def _held_for(cohort: bool, returning_longer: bool) -> str:
     return "check-in held for the devices reconnecting after the start"
 
 
+def _monotonic(unix: float) -> float:
+    """The instant ``unix`` (Unix time) on the monotonic clock, as the holds keep it: read
+    against the wall clock as each check-in opened, a clock stepped back an hour (NTP
+    correcting one that ran ahead) held a check-in short of devices an hour longer, and one
+    stepped ahead ended the hold at once."""
+    return time.monotonic() + unix - time.time()
+
+
 class LobbyListener(Protocol):
     """Told of each check-in's life (the leader's selector hub)."""
 
@@ -105,7 +113,7 @@ class Lobby:
         self._closed = CrowdEvent()  # set when the open check-in closes
         self._cleared = CrowdEvent()
         # The members of the latest cohort that got tasks and have not joined a check-in since,
-        # and until when (Unix time) they may still be busy with that round (``deliver``).
+        # and until when (time.monotonic()) they may still be busy with that round (``deliver``).
         self._busy: set[int] = set()
         self._busy_until = 0.0
         # Until when (time.monotonic()) devices that asked a previous process may still be
@@ -133,7 +141,7 @@ class Lobby:
             listener.opened(self.checkin)
         loop = asyncio.get_running_loop()
         until = loop.time() + window_s
-        busy_until = loop.time() + self._busy_until - time.time()
+        busy_until = loop.time() + self._busy_until - time.monotonic()
         returning_until = loop.time() + self._returning_until - time.monotonic()
         self._held = False
         try:
@@ -188,9 +196,10 @@ class Lobby:
 
     def deliver(self, tasks: dict[int, pb.SignedTask], busy_until: float = 0.0) -> None:
         """Hand each cohort member its task (members without one get nothing). Those with one
-        may be busy with its round until ``busy_until`` (Unix time): a check-in short of
-        devices is held for them until they join one (module docstring)."""
-        self._busy, self._busy_until = set(tasks), busy_until
+        may be busy with its round until ``busy_until`` (Unix time, the round's last deadline):
+        a check-in short of devices is held for them until they join one (module docstring),
+        the span held on the monotonic clock from here (``_monotonic``)."""
+        self._busy, self._busy_until = set(tasks), _monotonic(busy_until)
         for device_id, future in self._cohort.items():
             if not future.done():
                 future.set_result(tasks.get(device_id))
@@ -204,9 +213,10 @@ class Lobby:
         coordinator knew no cohort, and its first check-in closed at its window while that
         cohort's members were still winding down the round it had stopped in). Nothing, and
         False, if this lobby already waits for a cohort at least as long."""
-        if self._busy and self._busy_until >= busy_until:
+        until = _monotonic(busy_until)
+        if self._busy and self._busy_until >= until:
             return False
-        self._busy, self._busy_until = set(members), busy_until
+        self._busy, self._busy_until = set(members), until
         return True
 
     def expect_return(self, until: float) -> None:
@@ -215,11 +225,8 @@ class Lobby:
         their retry bound (``RETURN_S``), not at once. Before, the first check-in closed at its
         window: 218 of 450 devices were back in its 10 s, and the attempt aborted for too few
         (one of the round's attempts spent). The span is held on the monotonic clock from
-        here: read against the wall clock as each check-in opened, a clock stepped back an hour
-        (NTP correcting one that ran ahead) held a short check-in an hour longer, and one
-        stepped ahead ended the hold at once."""
-        self._returning_until = max(self._returning_until,
-                                    time.monotonic() + until - time.time())
+        here (``_monotonic``)."""
+        self._returning_until = max(self._returning_until, _monotonic(until))
 
     def recheck(self) -> None:
         """Wake the open check-in to ask its ``stop`` again."""

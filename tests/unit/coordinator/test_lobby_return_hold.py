@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import lobby as lobby_module
 from fedhh_coordinator.lobby import Lobby
 
@@ -106,4 +107,44 @@ def test_a_wall_clock_stepped_ahead_does_not_cut_the_hold(
         collecting.cancel()
 
     real_time = time.time
+    run(scenario())
+
+
+def _stepped(monkeypatch: pytest.MonkeyPatch, by_s: float) -> None:
+    """The wall clock the lobby reads stepped by ``by_s`` (its monotonic clock as it is)."""
+    real_time = time.time
+    monkeypatch.setattr(lobby_module, "time", SimpleNamespace(
+        time=lambda: real_time() + by_s, monotonic=time.monotonic))
+
+
+@pytest.mark.parametrize("hold", ["deliver", "expect"])
+def test_a_wall_clock_stepped_back_does_not_lengthen_the_hold_for_a_busy_cohort(
+        hold: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hold for the latest cohort's members (``deliver``, and ``expect`` after a restart)
+    is held on the monotonic clock, as the one for devices coming back is. Before, its bound
+    (the round's last deadline, Unix time) was read against the wall clock as each check-in
+    opened: a clock stepped back an hour held a check-in short of devices an hour and 0.2 s
+    instead of 0.2 s."""
+    async def scenario() -> list[int]:
+        lobby = Lobby()
+        if hold == "deliver":
+            lobby.deliver({1: pb.SignedTask()}, time.time() + 0.2)
+        else:
+            assert lobby.expect([1], time.time() + 0.2)
+        _stepped(monkeypatch, -3600)
+        return await lobby.collect(capacity=3, window_s=0.05, min_size=2)
+
+    assert run(scenario()) == []
+
+
+def test_a_wall_clock_stepped_ahead_does_not_cut_the_hold_for_a_busy_cohort(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        lobby.deliver({1: pb.SignedTask()}, time.time() + 60)
+        _stepped(monkeypatch, 3600)
+        collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.05, min_size=2))
+        await _held(lobby)
+        collecting.cancel()
+
     run(scenario())
