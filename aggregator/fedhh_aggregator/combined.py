@@ -119,13 +119,15 @@ def _sum_fault(shard: Shard, total: np.ndarray) -> str:
 
 
 class CombinedRound:
-    """A sharded round (module docstring). ``on_finish`` is told once, when it released or
-    aborted; ``on_unmask`` the first time a shard is known to have reached unmasking;
-    ``on_expire`` when its outcome waited ``result_ttl_s`` unfetched."""
+    """A sharded round (module docstring). ``on_finish`` is told once, when it releases or
+    aborts (the state it takes; a release is seen once the future it returns, the journal's
+    write, is done); ``on_unmask`` the first time a shard is known to have reached
+    unmasking; ``on_expire`` when its outcome waited ``result_ttl_s`` unfetched."""
 
     def __init__(self, round_id: bytes, shards: list[Shard], pool: WorkerPool,
                  limits: CombinerLimits,
-                 on_finish: Callable[[CombinedRound], None],
+                 on_finish: Callable[[CombinedRound, RoundState],
+                                     concurrent.futures.Future[None] | None],
                  on_unmask: Callable[[CombinedRound], None],
                  on_expire: Callable[[CombinedRound], None]) -> None:
         self.round_id = round_id
@@ -186,7 +188,7 @@ class CombinedRound:
             elif short:
                 await self._abort(short, short)
             else:
-                self._settle()
+                await self._settle()
         except asyncio.CancelledError:
             return
         await self._expire()
@@ -357,21 +359,36 @@ class CombinedRound:
             self._unmask_told = True
             self._on_unmask(self)
 
-    def _settle(self) -> None:
+    async def _settle(self) -> None:
+        """Release the round if a shard released, else abort it. A release is seen (GetResult,
+        GetOutcome) only once its ``finish`` is on disk, so that a restart after anyone may
+        have read the total takes it over as released (``_rebuilt_short``); a finish that
+        cannot be written aborts the round. Before, the total could be read while its finish
+        was being written, and a combiner killed then took the round over as running, its
+        total rebuilt without that guard."""
         released = [s for s in self.shards if s.state == RoundState.RELEASED]
-        if released:
-            self.state = RoundState.RELEASED
-            log.info("sharded round released", extra={
-                "round_id": round_label(self.round_id), "shards": len(self.shards),
-                "released": len(released), "contributors": self.contributors})
-        else:
+        if not released:
             self.state = RoundState.ABORTED
             self.abort_reason = "no shard released: " + "; ".join(
                 f"{round_label(s.round_id)}: {s.reason}" for s in self.shards)
             log.warning("sharded round aborted", extra={
                 "round_id": round_label(self.round_id), "reached_unmask": self.reached_unmask})
+            self.finished.set()
+            self._on_finish(self, RoundState.ABORTED)
+            return
+        written = self._on_finish(self, RoundState.RELEASED)
+        if written is not None:
+            try:
+                await asyncio.wrap_future(written)
+            except OSError as error:
+                why = f"the combiner cannot record its release: {error}"
+                await self._abort(why, why)
+                return
+        self.state = RoundState.RELEASED
+        log.info("sharded round released", extra={
+            "round_id": round_label(self.round_id), "shards": len(self.shards),
+            "released": len(released), "contributors": self.contributors})
         self.finished.set()
-        self._on_finish(self)
 
     # -- the coordinator's side ----------------------------------------------------------------
 
@@ -405,7 +422,7 @@ class CombinedRound:
         self.state = RoundState.ABORTED
         self.abort_reason = reason
         self.finished.set()
-        self._on_finish(self)
+        self._on_finish(self, RoundState.ABORTED)
 
     def settle_as_released(self) -> bool:
         """Settle a round taken over after its release, its total still being rebuilt, as

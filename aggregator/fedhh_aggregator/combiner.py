@@ -165,7 +165,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             round_.state = RoundState.ABORTED
             round_.abort_reason = f"a shard could not open: {failure}"
             round_.finished.set()
-            self._finished(round_)
+            self._finished(round_, RoundState.ABORTED)
             self.forget(round_, "it could not open")
             raise StateError(f"round {round_label(round_id)!r} could not open: {failure}")
         round_.start()
@@ -259,11 +259,13 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
 
     # -- finishing and forgetting --------------------------------------------------------------
 
-    def _finished(self, round_: CombinedRound) -> None:
-        if self.journal is not None:
-            self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
-                                  round_.reached_unmask, round_.contributors,
-                                  held=round_.state == RoundState.RELEASED)
+    def _finished(self, round_: CombinedRound, state: RoundState
+                  ) -> concurrent.futures.Future[None] | None:
+        if self.journal is None:
+            return None
+        return self.journal.finished(round_.round_id, state.value, round_.abort_reason,
+                                     round_.reached_unmask, round_.contributors,
+                                     held=state == RoundState.RELEASED)
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
         if self.journal is not None and round_.round_id in self.journal.records:

@@ -459,13 +459,14 @@ class Journal:
         self._submit_logged(_line("unmask", round_id, at=time.time()))
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
-                 contributors: int, *, held: bool = False) -> None:
-        """Record a round's outcome (written in order, without waiting); ``held``: a
-        combiner's released round whose workers hold their shard sums."""
+                 contributors: int, *, held: bool = False) -> concurrent.futures.Future[None]:
+        """Record a round's outcome (written in order, without waiting; the write's future,
+        as :meth:`delivered`'s); ``held``: a combiner's released round whose workers hold
+        their shard sums."""
         extra = {"held": True} if held else {}
-        self._submit_logged(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
-                                  reached_unmask=reached_unmask, contributors=contributors,
-                                  at=time.time(), **extra))
+        return self._submit_logged(_line(
+            "finish", round_id, state=state, reason=reason[:MAX_REASON],
+            reached_unmask=reached_unmask, contributors=contributors, at=time.time(), **extra))
 
     def delivered(self, round_id: bytes) -> concurrent.futures.Future[None]:
         """Record that the whole sum reached the coordinator (written in order, without

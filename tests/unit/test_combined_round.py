@@ -10,6 +10,7 @@ nobody will fetch it (the total cancelled, the sum malformed, its round cancelle
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,8 @@ def collected(*totals: np.ndarray | Any, opened: bool = False
 
     async def scenario() -> tuple[CombinedRound, list[int]]:
         combined = CombinedRound(b"r/1/1", shards,
-                                 pool, CombinerLimits(), finished.append,  # type: ignore[arg-type]
+                                 pool, CombinerLimits(),  # type: ignore[arg-type]
+                                 lambda round_, _: finished.append(round_),
                                  lambda _: None, lambda _: None)
         combined.start()
         await asyncio.wait_for(combined.finished.wait(), 20)
@@ -613,3 +615,78 @@ def test_a_total_released_before_a_restart_is_never_rebuilt_short(tmp_path: Path
     assert round_.abort_reason.startswith(
         "its total, released before a restart with 6 contributors, was rebuilt with 3")
     assert first.told == ["dropped"]  # nobody will read worker 0's sum alone
+
+
+class FinishHeldJournal(Journal):
+    """A journal whose ``finish`` lines wait for ``written`` (a slow disk), or fail (``full``)."""
+
+    def __init__(self, directory: Path, *, full: bool = False) -> None:
+        super().__init__(directory)
+        self.written = threading.Event()
+        self.full = full
+
+    def _write(self, data: bytes) -> None:
+        if b'"op":"finish"' in data:
+            if self.full:
+                raise OSError(28, "No space left on device")
+            self.written.wait()
+        super()._write(data)
+
+
+def test_a_release_is_seen_only_once_its_finish_is_on_disk(tmp_path: Path) -> None:
+    # Before, the total could be read (and the round was RELEASED to GetOutcome) while its
+    # finish line was being written: a combiner killed then took the round over as running,
+    # not as released, and rebuilt its total without the check that it is the same one.
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+    journal = FinishHeldJournal(tmp_path)
+
+    async def released() -> tuple[list[ResultReport], RoundState]:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(first, second),  # type: ignore[arg-type]
+                                    journal=journal)
+        combiner.restore()
+        sent: list[ResultReport] = []
+
+        async def send(report: ResultReport) -> None:
+            sent.append(report)
+
+        try:
+            round_ = await opened(combiner)
+            await asyncio.wait_for(until(lambda: all(
+                s.state == RoundState.RELEASED for s in round_.shards)), 20)
+            for _ in range(20):
+                await asyncio.sleep(0)
+            control = ShardedRoundControl(combiner)
+            await control.get_result(b"r/1/1", 0, send, hold=True)
+            seen = (await control.outcome(b"r/1/1")).state
+            journal.written.set()
+            await asyncio.wait_for(round_.finished.wait(), 20)
+            await control.get_result(b"r/1/1", 0, send, hold=True)
+            return sent, RoundState(seen.value)
+        finally:
+            journal.written.set()
+            combiner.close()
+
+    (before, after), seen = asyncio.run(released())
+    assert (before.state, before.total, seen) == (RoundState.RUNNING, None, RoundState.RUNNING)
+    assert after.state == RoundState.RELEASED and after.total is not None
+
+
+def test_a_release_whose_finish_cannot_be_written_aborts(tmp_path: Path) -> None:
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def released_on_a_full_disk() -> CombinedRound:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, Workers(first, second),  # type: ignore[arg-type]
+                                    journal=FinishHeldJournal(tmp_path, full=True))
+        combiner.restore()
+        try:
+            round_ = await opened(combiner)
+            await asyncio.wait_for(round_.finished.wait(), 20)
+            return round_
+        finally:
+            combiner.close()
+
+    round_ = asyncio.run(released_on_a_full_disk())
+    assert round_.state == RoundState.ABORTED and round_.reached_unmask
+    assert round_.abort_reason == ("the combiner cannot record its release: [Errno 28] No "
+                                   "space left on device")
+    assert (first.told, second.told) == (["dropped"], ["dropped"])
