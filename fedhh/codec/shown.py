@@ -98,7 +98,9 @@ words of two scripts that read as no one script show as they are (``Ελλάδα
 ``Москва Moscow``, whose Greek or Cyrillic word showed escaped before, ``東京 Tokyo``). An
 item of one script (``Москва``, ``café``) shows as it is, but for a Restricted letter that reads
 as other text beside Allowed letters of its script (``p\\u0251ypal``, a Latin alpha: section 5.2
-admits Allowed characters alone at every level but Unrestricted); a word of Restricted letters
+admits Allowed characters alone at every level but Unrestricted; ``\\u0162ara``, Romanian's T
+with a cedilla, the 8-bit code pages' spelling, which reads as the Allowed ``Țara`` with a comma
+below and would split that word's count unseen); a word of Restricted letters
 alone (Cherokee ``ᏣᎳᎩ``, of a Limited_Use script) shows as it is. The level is Highly
 Restrictive, not Moderately Restrictive (Latin with any one other Recommended script but
 Cyrillic and Greek), which would let Latin words with Armenian or Georgian letters pass

@@ -171,6 +171,10 @@ def test_identifiers_txt_is_identifier_status() -> None:
     ("p\u0251ypal", "p\\u0251ypal"),  # Latin alpha, a technical letter: reads as paypal
     ("\u0261oogle", "\\u0261oogle"),  # script g
     ("\ua7b5eta", "\\ua7b5eta"),  # Latin beta
+    # Romanian's T with a cedilla, the spelling of code pages without its comma-below letters:
+    # Restricted (Romanian's own letters, U+021A/U+021B, are Allowed), and read as them
+    ("\u0162ara", "\\u0162ara"),
+    ("\u0163ar\u0103", "\\u0163ar\u0103"),
 ])
 def test_a_restricted_letter_among_allowed_ones_of_its_script_is_escaped(
         item: str, shown: str) -> None:
@@ -184,6 +188,8 @@ def test_a_restricted_letter_among_allowed_ones_of_its_script_is_escaped(
     "\uc548\ub155\u314b\u314b",  # Hangul compatibility letters (Restricted as not NFKC)
     "\U00020bb7\u91ce\u5bb6",  # an uncommon ideograph that reads as no other
     "\u0259\u0254\u025b",  # Latin letters beyond ASCII that are Allowed
+    "\u021aar\u0103",  # Romanian's Allowed T with a comma below
+    "\u015ecoal\u0103",  # S with a cedilla: Allowed, as Turkish writes it
 ])
 def test_restricted_letters_that_spoof_nothing_show_as_they_are(item: str) -> None:
     assert printable(item) == item
