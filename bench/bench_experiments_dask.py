@@ -77,7 +77,7 @@ def main() -> int:
                            for w in shown])
 
     lines = [
-        "# `fedhh experiments`: serial against a Dask LocalCluster (issue 32)",
+        "# `fedhh experiments`: serial against a Dask LocalCluster",
         "",
         f"Command: `.venv/bin/python bench/bench_experiments_dask.py --study {args.study} "
         f"--dataset {args.dataset} --seeds {args.seeds} --workers {args.workers} "

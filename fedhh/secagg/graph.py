@@ -200,7 +200,8 @@ class NeighbourGraph:
         Near the cliff of ``closing_keeps_round`` the removals cascade around the ring for
         tens to over a hundred rounds, more the larger n: a pass a round cost ~10-45 ms at
         5,000 devices and 0.3-1.2 s at 25,000 (now ~5 and ~25), and a worker asks every
-        quarter of a quiet spell (docs/benchmarks.md, "Issue 30 at the fifty-fifth stop")."""
+        quarter of a quiet spell (docs/benchmarks.md, "The sharded load test at the fifty-fifth
+        stop")."""
         ids, alive = self._members(members)
         table = self._table
         if table is None:  # complete: each member has every other member as neighbour

@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -61,4 +62,20 @@ def test_no_help_sends_a_reader_to_an_issue_number() -> None:
     15, docs/utility.md)" and "(issue 27)"; it names the pages."""
     named = [f"{parser.prog}: {found.group(0)}" for parser in parsers(build_parser())
              for found in re.finditer(r"\bissue \d+", parser.format_help(), re.IGNORECASE)]
+    assert named == []
+
+
+def test_no_docs_heading_names_an_issue_number() -> None:
+    """A heading says what its section is about: "Sharded rounds (issue 17)" and "Issue 30's
+    rows at the fifty-first stop" named this project's tracker, which a reader of the docs
+    does not have. Headings inside code blocks are a shell's comments, not the page's."""
+    root = Path(__file__).resolve().parents[2]
+    named = []
+    for page in sorted([root / "README.md", *(root / "docs").rglob("*.md")]):
+        inside = False
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                inside = not inside
+            elif not inside and line.startswith("#") and re.search(r"\bissue\b", line, re.I):
+                named.append(f"{page.relative_to(root)}:{number}: {line}")
     assert named == []
