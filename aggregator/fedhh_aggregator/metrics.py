@@ -56,6 +56,10 @@ MESSAGES = CountFamily("fedhh_aggregator_device_messages_total",
 # message, and ``labels()`` (a lookup) costs more than the count.
 MESSAGES_ACCEPTED = {stage: MESSAGES.labels(stage.name, "accepted") for stage in Stage}
 MESSAGES_DUPLICATE = {stage: MESSAGES.labels(stage.name, "duplicate") for stage in Stage}
+# Devices that gave up their seats before advertising keys (SecureAggregation.Decline), and
+# repeats of a decline (a replay: nothing changes).
+DECLINED = MESSAGES.labels(Stage.ADVERTISE_KEYS.name, "declined")
+DECLINE_REPEATED = MESSAGES.labels(Stage.ADVERTISE_KEYS.name, "decline_repeated")
 BYTES_RECEIVED = CountFamily("fedhh_aggregator_received_bytes_total",
                              "Request payload bytes received, by RPC", ["rpc"])
 SESSION_STREAMS = LevelFamily("fedhh_aggregator_session_streams",

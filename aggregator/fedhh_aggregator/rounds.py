@@ -41,6 +41,7 @@ from fedhh.rpc.serving import MAX_PENDING_CALLS
 from fedhh.secagg import (
     AbortReason,
     AggregateResult,
+    Decline,
     DeviceMessage,
     ProtocolViolation,
     RoundConfig,
@@ -327,9 +328,25 @@ class Round:
         """Hand one authenticated message to the state machine (True: accepted; False:
         identical duplicate). Raises ProtocolViolation, StateError, AuthenticationError or
         CallToAbortedRound without changing anything."""
+        accepted = await self._handled(stage, self.server.handle, stage, message)
+        (metrics.MESSAGES_ACCEPTED if accepted else metrics.MESSAGES_DUPLICATE)[stage].inc()
+        return accepted
+
+    async def decline(self, message: Decline) -> bool:
+        """An authenticated device gives up its seat (``SecAggServer.handle_decline``): True
+        the first time, False for a repeat; raised as :meth:`submit` raises. The open stage
+        may then close at once: it no longer waits for this device."""
+        accepted = await self._handled(Stage.ADVERTISE_KEYS, self.server.handle_decline, message)
+        (metrics.DECLINED if accepted else metrics.DECLINE_REPEATED).inc()
+        return accepted
+
+    async def _handled(self, stage: Stage, handle: Callable[..., bool], *args: Any) -> bool:
+        """``handle(*args)`` (the state machine's handling of one message for ``stage``) under the
+        round's lock, its rejections mapped to the service's errors; wakes the driver when
+        the open stage may close early."""
         async with self.lock:
             try:
-                accepted = self.server.handle(stage, message)
+                accepted = handle(*args)
             except SecAggAbort as exc:
                 raise CallToAbortedRound(f"round aborted ({exc.reason.value})") from None
             except ProtocolViolation as exc:
@@ -339,7 +356,6 @@ class Round:
                 if exc.reason in _NOT_NOW:
                     raise StateError(str(exc)) from None
                 raise
-            (metrics.MESSAGES_ACCEPTED if accepted else metrics.MESSAGES_DUPLICATE)[stage].inc()
             if accepted:
                 self._last_accepted = time.monotonic()
                 if self.server.can_close_early():

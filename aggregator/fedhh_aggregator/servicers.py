@@ -31,7 +31,7 @@ from fedhh.rpc.aggregator_wire import (
 )
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.serving import response_bytes
-from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
+from fedhh.secagg import ConsistencyResponse, Decline, ProtocolViolation, Stage, Violation
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator import metrics
@@ -92,6 +92,16 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         accepted = await round_.submit(Stage.ADVERTISE_KEYS, message)
         return await _submitted(round_, message.device_id, Stage.ADVERTISE_KEYS, accepted,
                                 _wait_budget(request.wait_next_ms, context))
+
+    @status_errors
+    async def Decline(self, request: pb.DeclineRequest,
+                      context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+        """The device gives up its seat (``Round.decline``): signed by the admitted device,
+        so no one else can release its seat; a repeat is answered ``accepted`` false."""
+        round_ = self._round(request.session_id, "Decline", request.ByteSize())
+        device_id = authenticate_device(round_, request.credentials, CallKind.DECLINE, b"")
+        accepted = await round_.decline(Decline(round_.session_id, device_id))
+        return pb.SubmitResponse(accepted=accepted)
 
     @status_errors
     async def AwaitStage(self, request: pb.AwaitStageRequest,

@@ -49,7 +49,13 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh.v1.aggregator_pb2_grpc import SecureAggregationStub
 from fedhh_device.budget import DeviceBudget
 from fedhh_device.report import DeviceData, make_report
-from fedhh_device.secagg_run import DropPlan, Floors, log_round_counts, run_secure_aggregation
+from fedhh_device.secagg_run import (
+    DropPlan,
+    Floors,
+    decline_round,
+    log_round_counts,
+    run_secure_aggregation,
+)
 from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
@@ -542,6 +548,7 @@ class Fleet:
         except FedhhError as error:
             log.warning("cannot compute a report", extra={"user": user, "error": str(error)})
             self.stats.failed += 1
+            await self._decline(user, identity, task, round_keys)
             return
 
         async def report() -> np.ndarray:
@@ -568,6 +575,18 @@ class Fleet:
             self.stats.late += 1
         else:
             self.stats.failed += 1
+
+    async def _decline(self, user: int, identity: Identity, task: pb.Task,
+                       round_keys: RoundKeys) -> None:
+        """Give up ``user``'s seat in the round of ``task``, refused before its report was
+        prepared (``decline_round``); nothing where the task names no aggregator this fleet
+        can dial (that refusal is the task's own, already counted)."""
+        try:
+            aggregator = self._aggregator(task, user)
+        except FedhhError:
+            return
+        await decline_round(aggregator, task, identity.key, identity.public, round_keys,
+                            identity.coordinator_public, self._jitter)
 
     def _prepare(self, user: int, task: pb.Task
                  ) -> tuple[RandomSource | np.random.Generator, DeviceBudget, Stage | None]:

@@ -24,7 +24,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.rpc.device_client import OVERRUN_S, ParticipationEnd, Transport, participate
+from fedhh.rpc.device_client import (
+    OVERRUN_S,
+    ParticipationEnd,
+    Transport,
+    decline,
+    participate,
+)
 from fedhh.rpc.participation import ComputeTurns, computed_in_turn
 from fedhh.secagg import (
     DEVICES_CHECK,
@@ -36,7 +42,7 @@ from fedhh.secagg import (
     Stage,
     verify_admission,
 )
-from fedhh.secagg.config import RoundConfig, SignedConfig
+from fedhh.secagg.config import RoundConfig, SignedConfig, session_id_of, verify_config
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.failures import RoundFailures
@@ -203,6 +209,27 @@ def _check_clock(device: SecAggDevice) -> None:
                           "late to take part")
 
 
+async def decline_round(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519PrivateKey,
+                        public: bytes, round_keys: RoundKeys, coordinator_public: bytes,
+                        rng: random.Random | None = None) -> bool:
+    """Give up this device's seat in ``task``'s round, which it refuses before sending its
+    aggregator anything (its floors, its budget, its clock), so that the round's first stage
+    does not wait for it to the deadline (``fedhh.rpc.device_client.decline``; it says no
+    reason). Only for a config the coordinator signed: a task whose config does not verify
+    names no round this device has a seat in. True if the aggregator took it."""
+    try:
+        config = verify_config(SignedConfig(task.round_config, task.round_config_signature),
+                               coordinator_public)
+        admission = Admission(task.secagg_id, public, *round_keys.public, task.admission)
+    except FedhhError:
+        return False
+    declined = await decline(channel, session_id_of(config), identity_key=key,
+                             admission=admission, rng=rng)
+    log.debug("declined the round" if declined else "could not decline the round",
+              extra={"device_id": task.device_id, "round": task.round, "attempt": task.attempt})
+    return declined
+
+
 async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  key: Ed25519PrivateKey, round_keys: RoundKeys,
                                  coordinator_public: bytes,
@@ -262,6 +289,7 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                                        opening=opening, computing=computing)
     except FedhhError as error:
         refusals.failed("refused", "config", task.secagg_id, str(error))
+        await decline_round(channel, task, key, public, round_keys, coordinator_public, rng)
         return "failed"
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(
         time.perf_counter() - started)

@@ -121,6 +121,7 @@ class CallKind(StrEnum):
     MASKED_INPUT = "masked-input"
     CONSISTENCY = "consistency"
     UNMASK = "unmask"
+    DECLINE = "decline"
 
 
 def _u32(value: int) -> bytes:

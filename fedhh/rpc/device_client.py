@@ -107,7 +107,7 @@ from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 
 __all__ = ["DeviceSession", "ParticipationEnd", "RetryPolicy", "SessionResult", "Transport",
-           "participate"]
+           "decline", "participate"]
 
 T = TypeVar("T")
 # One long-poll's answer: (AwaitStatus value, the request if READY, the abort reason).
@@ -281,6 +281,34 @@ class DeviceSession:
 # How long past the previous stage's deadline a device waits for a stage's request (by its
 # own clock) before it gives up on the round.
 OVERRUN_S = 30.0
+
+
+async def decline(channel: grpc.aio.Channel | Any, session_id: bytes, *,
+                  identity_key: Ed25519PrivateKey, admission: Admission,
+                  retry: RetryPolicy | None = None, call_timeout: float = 30.0,
+                  rng: random.Random | None = None) -> bool:
+    """Give up this device's seat in round ``session_id`` before it advertises its keys
+    (``SecureAggregation.Decline``, signed as the admitted device), so that the round's first
+    stage stops waiting for it instead of running to its deadline. ``channel``: as
+    :func:`participate` takes it (a framed session port's stub sends it over its fallback).
+    True once the aggregator has it (a repeat's answer too); False when it could not be told:
+    an aggregator older than the call (UNIMPLEMENTED), one unreachable through ``retry``'s
+    attempts, a stage closed already. The round then goes on without the device at the
+    deadline, as it did before devices could decline. Never raises for the call's outcome."""
+    stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
+            else channel)
+    request = pb.DeclineRequest(session_id=session_id, credentials=credentials(
+        identity_key, admission, CallKind.DECLINE, session_id, b""))
+    retry, rng = retry or RetryPolicy(), rng or random.Random()
+    for attempt in range(retry.attempts):
+        try:
+            await stub.Decline(request, timeout=call_timeout)
+            return True
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in RETRIED_CODES or attempt + 1 >= retry.attempts:
+                return False
+        await asyncio.sleep(retry.backoff(attempt, rng))
+    return False
 
 
 async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, ones: np.ndarray,

@@ -40,6 +40,7 @@ __all__ = [
     "AggregateResult",
     "ConsistencyRequest",
     "ConsistencyResponse",
+    "Decline",
     "DeviceMessage",
     "EncryptedShare",
     "MaskedInput",
@@ -84,6 +85,17 @@ class AdvertiseKeys:
     c_pk: bytes
     s_pk: bytes
     admission: Admission | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decline:
+    """Stage 0, device -> server: the device gives up its seat before it advertises keys (it
+    refuses the task: its floors, its local budget, its user). The stage stops waiting for it,
+    so it closes as soon as every other member has answered, not at its deadline. It carries
+    no reason: why a device refuses (its budget spent, say) is the device's own business."""
+
+    session_id: bytes
+    device_id: int
 
 
 class _TupleLike(Sequence[T]):

@@ -44,6 +44,7 @@ from fedhh.secagg.messages import (
     AggregateResult,
     ConsistencyRequest,
     ConsistencyResponse,
+    Decline,
     DeviceMessage,
     EncryptedShare,
     MaskedInput,
@@ -114,6 +115,7 @@ class SecAggServer:
         # Stage 0
         self._admitted: dict[int, Admission] = {}  # admissions whose proof was checked
         self._adverts: dict[int, AdvertiseKeys] = {}
+        self._declined: set[int] = set()  # gave up their seats (handle_decline)
         self._keys_seen: set[bytes] = set()
         # Stage 1
         self._share_requests: dict[int, ShareKeysRequest] = {}
@@ -211,16 +213,19 @@ class SecAggServer:
         return {}
 
     def expected(self) -> frozenset[int]:
-        """The devices the open stage waits for (for progress metrics)."""
+        """The devices the open stage waits for (for progress metrics): while keys are
+        advertised, every member but those that declined."""
         if self.stage == Stage.ADVERTISE_KEYS:
-            return frozenset(range(1, self.config.num_devices + 1))
+            return frozenset(range(1, self.config.num_devices + 1)) - self._declined
         return frozenset(self._requests() or ())
 
     def expected_count(self) -> int:
         """How many devices the open stage waits for: ``len(expected())`` without building the
         set (asked on each quiet-close check)."""
         requests = self._requests()
-        return self.config.num_devices if requests is None else len(requests)
+        if requests is None:
+            return self.config.num_devices - len(self._declined)
+        return len(requests)
 
     def received(self) -> int:
         """How many devices the open stage has accepted a message from (asked after every
@@ -289,6 +294,8 @@ class SecAggServer:
 
     def handle_advertise_keys(self, message: AdvertiseKeys) -> bool:
         u = self._check(message, AdvertiseKeys, Stage.ADVERTISE_KEYS)
+        if u in self._declined:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{u} declined its seat")
         if u in self._adverts:
             if self._adverts[u] == message:
                 return False
@@ -311,6 +318,23 @@ class SecAggServer:
             raise ProtocolViolation(Violation.MALFORMED, "an admission without device_auth")
         self._adverts[u] = message
         self._keys_seen.update((message.c_pk, message.s_pk))
+        return True
+
+    def handle_decline(self, message: Decline) -> bool:
+        """Device ``message.device_id`` gives up its seat (:class:`Decline`): True the first
+        time, False for a repeat (a replay changes nothing). Only before it has advertised its
+        keys: from then on its neighbours count on it, and it leaves as any dropout does
+        (NOT_IN_ROUND). The caller authenticates the device (the aggregator: its admission and
+        its identity key's signature over the call). A declined device contributes nothing,
+        so nothing about it reaches the sum, the release evidence or any count of
+        contributors."""
+        u = self._check(message, Decline, Stage.ADVERTISE_KEYS)
+        if u in self._declined:
+            return False
+        if u in self._adverts:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND,
+                                    f"{u} has advertised its keys; it can no longer decline")
+        self._declined.add(u)
         return True
 
     def admitted(self, admission: Admission) -> bool:

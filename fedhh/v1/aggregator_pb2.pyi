@@ -141,6 +141,14 @@ class AdvertiseKeysRequest(_message.Message):
     wait_next_ms: int
     def __init__(self, session_id: _Optional[bytes] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
+class DeclineRequest(_message.Message):
+    __slots__ = ("session_id", "credentials")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ...) -> None: ...
+
 class AwaitStageRequest(_message.Message):
     __slots__ = ("session_id", "credentials", "stage", "wait_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

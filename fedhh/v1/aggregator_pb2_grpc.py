@@ -55,6 +55,11 @@ class SecureAggregationStub:
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.AwaitStageRequest.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.AwaitStageResponse.FromString,
                 _registered_method=True)
+        self.Decline = channel.unary_unary(
+                '/fedhh.v1.SecureAggregation/Decline',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.DeclineRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
+                _registered_method=True)
         self.SubmitShares = channel.unary_unary(
                 '/fedhh.v1.SecureAggregation/SubmitShares',
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitSharesRequest.SerializeToString,
@@ -111,6 +116,19 @@ class SecureAggregationServicer:
     def AwaitStage(self, request, context):
         """Long-poll: this device's request for `stage`, once the previous stage has closed; waits at
         most min(wait_ms, the server's cap) and then answers PENDING.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Decline(self, request, context):
+        """Stage 0, instead of AdvertiseKeys: the device gives up its seat (it refuses the task: its
+        floors, its local budget, its user), so the stage stops waiting for it and closes as soon
+        as the other members have answered, not at its deadline. Signed like the calls below
+        (transcript kind "decline", empty body); accepted only while keys are advertised and before
+        this device advertised its own (FAILED_PRECONDITION after). `accepted` is false for a
+        repeat, which changes nothing. It carries no reason, and the device sends nothing else.
+        Older aggregators answer UNIMPLEMENTED; the device then drops out silently, as before.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +202,11 @@ def add_SecureAggregationServicer_to_server(servicer, server):
                     servicer.AwaitStage,
                     request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.AwaitStageRequest.FromString,
                     response_serializer=fedhh_dot_v1_dot_aggregator__pb2.AwaitStageResponse.SerializeToString,
+            ),
+            'Decline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decline,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.DeclineRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.SerializeToString,
             ),
             'SubmitShares': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitShares,
@@ -281,6 +304,33 @@ class SecureAggregation:
             '/fedhh.v1.SecureAggregation/AwaitStage',
             fedhh_dot_v1_dot_aggregator__pb2.AwaitStageRequest.SerializeToString,
             fedhh_dot_v1_dot_aggregator__pb2.AwaitStageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.SecureAggregation/Decline',
+            fedhh_dot_v1_dot_aggregator__pb2.DeclineRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
             options,
             channel_credentials,
             insecure,

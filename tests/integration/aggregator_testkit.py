@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from networked_kit import STOP_GRACE_S
 
 from fedhh.rpc.control_client import open_channel
-from fedhh.rpc.device_client import DeviceSession
+from fedhh.rpc.device_client import DeviceSession, SessionResult, participate
 from fedhh.rpc.framed.client import FramedChannel, FramedStub
 from fedhh.rpc.topology import READY_TIMEOUT_S
 from fedhh.secagg import (
@@ -162,6 +162,16 @@ def session(channel: grpc.aio.Channel, cohort: Cohort, u: int,
             device: SecAggDevice | None = None) -> DeviceSession:
     return DeviceSession(pb_grpc.SecureAggregationStub(channel), device or cohort.device(u),
                          cohort.identity_keys[u], cohort.admissions[u])
+
+
+async def take_part(channel: grpc.aio.Channel, cohort: Cohort, devices: Iterable[int]
+                    ) -> list[SessionResult]:
+    """Each of ``devices`` of ``cohort`` through the round on ``channel``, at once, none
+    dropping out."""
+    return list(await asyncio.gather(*(
+        participate(channel, cohort.device(u), cohort.reports[u],
+                    identity_key=cohort.identity_keys[u], admission=cohort.admissions[u])
+        for u in devices)))
 
 
 async def expect_status(code: grpc.StatusCode, call: Awaitable[object]) -> str:

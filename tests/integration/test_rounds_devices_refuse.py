@@ -3,10 +3,10 @@ devices each stage accepted and where the refusals are told, and the refusing de
 none of their privacy budget.
 
 The devices' floor on the release threshold (--min-cohort 30) is above the run's n_min (15),
-so each refuses the round without contacting the aggregator. Before: the run failed with "the
-aggregator aborted the round: too_few_devices" and nothing more, and each device had recorded
-the round's eps_local as spent. (A run at a low expected_dropout, 0.01, was refused as well,
-its (k, t) failing the lying-server bound the devices check at their own 30% dropout; the
+so each refuses the round, its one call to the aggregator its Decline. Before: the run failed
+with "the aggregator aborted the round: too_few_devices" and nothing more, and each device had
+recorded the round's eps_local as spent. (A run at a low expected_dropout, 0.01, was refused as
+well, its (k, t) failing the lying-server bound the devices check at their own 30% dropout; the
 coordinator now chooses (k, t) that meet it: tests/unit/secagg/test_secagg_params.py.)"""
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
                          topo.workdir / "tls" / "ca.pem") as admin:
             admin.start_run(run_config(
                 rounds=1, max_bits=10, dim_limit=1 << 10, target_devices=25, min_devices=15,
-                # (no device advertises: the round aborts at the advertisement's deadline)
+                # (no device advertises; all decline, so the round aborts without waiting for
+                # the advertisement's deadline)
                 checkin_ms=60_000, stage_ms=3_000, advertise_ms=1_000, max_attempts=1,
                 expected_dropout=0.05, corrupt_fraction=0.05), run_id="refused")
             run = admin.wait("refused", 180)

@@ -126,7 +126,9 @@ def test_a_round_below_the_devices_floors_spends_none_of_its_budget() -> None:
     config met the device's floors: a coordinator whose rounds every device refuses (n_min
     below their floor of 100) drained each device's lifetime budget by eps_local a round
     (8 of 100 in each of the probe's rounds), while no report left any device."""
-    assert spends_after_a_round(Floors()) == 0
+    calls: list[str] = []
+    assert spends_after_a_round(Floors(), calls=calls) == 0
+    assert calls == ["Decline"]  # its seat given up, nothing else sent
     assert spends_after_a_round(Floors(min_cohort=40)) == 1  # taken part in: spent
 
 
@@ -136,12 +138,13 @@ def test_a_device_whose_clock_is_ahead_says_so_and_stays_out(caplog: pytest.LogC
     ahead: the task comes before that stage closes). Before: the device made its report (its
     budget spent), advertised its keys (a dropout the round had to recover from), then gave up
     at once with "no request before the previous stage's deadline". Now it refuses the round,
-    saying its clock may be ahead, before it calls the aggregator or spends anything."""
+    saying its clock may be ahead, before it spends anything, and its one call to the
+    aggregator gives up its seat (Decline: the round need not wait for it)."""
     calls: list[str] = []
     with caplog.at_level(logging.WARNING, logger="fedhh_device.secagg_run"):
         spends = spends_after_a_round(Floors(min_cohort=40), (-40_000, 50_000, 2000, 2000, 2000),
                                       calls)
-    assert (spends, calls) == (0, [])
+    assert (spends, calls) == (0, ["Decline"])
     reasons = [getattr(r, "reason", "") for r in caplog.records]
     assert any("at least that far ahead of the coordinator's" in r for r in reasons), reasons
     # A clock within the slack the device waits anyway (its first stage closed 10 s ago):

@@ -1,7 +1,8 @@
 """A deployed device's floors, whoever signed the round (issue 10, item 1): the real device code
 (``fedhh_device.secagg_run.run_secure_aggregation`` with the default ``Floors``) refuses a task
-whose config has curious-server parameters, no consistency check or no device authentication,
-before it sends anything; it takes part in a round with lying-server parameters and the check.
+whose config has curious-server parameters, no consistency check or no device authentication:
+the one call it makes is its Decline (its seat given up, nothing of its own sent); it takes part
+in a round with lying-server parameters and the check.
 The config is signed with the very key the device trusts: the floor does not depend on who
 signed."""
 
@@ -30,6 +31,9 @@ def _task(cohort: Cohort) -> pb.Task:
                    admission=cohort.admissions[1].proof, round=1, attempt=1)
 
 
+DECLINED = ["Decline"]  # the calls of a device that refused: its seat given up, no more
+
+
 def _calls(cohort: Cohort) -> list[str]:
     aggregator = RefusingAggregator()
     outcome = asyncio.run(run_secure_aggregation(
@@ -41,16 +45,16 @@ def _calls(cohort: Cohort) -> list[str]:
 
 
 @pytest.mark.parametrize("n", [60, 200])
-def test_curious_server_parameters_are_refused_before_anything_is_sent(n: int) -> None:
+def test_curious_server_parameters_are_refused_sending_only_a_decline(n: int) -> None:
     p = choose_parameters(n, 0.1, 0.05, Threat.CURIOUS)
     cohort = make_cohort(n, 64, p.k, p.t, n_min=n // 2 + 10, consistency_check=True)
-    assert _calls(cohort) == []
+    assert _calls(cohort) == DECLINED
 
 
 def test_a_round_without_the_consistency_check_is_refused() -> None:
     p = choose_parameters(60, 0.1, 0.05, Threat.LYING)
     cohort = make_cohort(60, 64, p.k, p.t, n_min=45, consistency_check=False)
-    assert _calls(cohort) == []
+    assert _calls(cohort) == DECLINED
 
 
 def test_a_round_without_device_authentication_is_refused() -> None:
@@ -61,7 +65,7 @@ def test_a_round_without_device_authentication_is_refused() -> None:
         aggregator,  # type: ignore[arg-type]
         _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
         np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40)))
-    assert (outcome, aggregator.calls) == ("failed", [])
+    assert (outcome, aggregator.calls) == ("failed", DECLINED)
 
 
 def test_lying_server_parameters_with_the_check_are_accepted() -> None:
@@ -79,4 +83,4 @@ def test_a_device_assuming_more_colluders_refuses_what_the_coordinator_sized() -
         _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
         np.zeros(0, np.int64), None, FleetStats(),
         Floors(min_cohort=40, max_corrupt_fraction=0.2)))
-    assert (outcome, aggregator.calls) == ("failed", [])
+    assert (outcome, aggregator.calls) == ("failed", DECLINED)

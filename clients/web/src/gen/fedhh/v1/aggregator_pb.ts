@@ -24,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fedhh/v1/aggregator.proto.
  */
 export const file_fedhh_v1_aggregator: GenFile = /*@__PURE__*/
-  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIpABChFBd2FpdFN0YWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgd3YWl0X21zGAQgASgNIjgKEFNoYXJlS2V5c1JlcXVlc3QSJAoGcm9zdGVyGAEgAygLMhQuZmVkaGgudjEuRGV2aWNlS2V5cyJhChJNYXNrZWRJbnB1dFJlcXVlc3QSKAoGc2hhcmVzGAEgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUSDAoEc3JjcxgCIAMoDRITCgtjaXBoZXJ0ZXh0cxgDIAEoDCI+ChJDb25zaXN0ZW5jeVJlcXVlc3QSEQoJc3Vydml2b3JzGAEgAygNEhUKDXN1cnZpdm9yX2JpdHMYAiABKAwiYQoNVW5tYXNrUmVxdWVzdBINCgVhbGl2ZRgBIAMoDRIPCgdkcm9wcGVkGAIgAygNEjAKCnNpZ25hdHVyZXMYAyADKAsyHC5mZWRoaC52MS5OZWlnaGJvdXJTaWduYXR1cmUiqgIKEkF3YWl0U3RhZ2VSZXNwb25zZRIlCgZzdGF0dXMYASABKA4yFS5mZWRoaC52MS5Bd2FpdFN0YXR1cxIwCgpzaGFyZV9rZXlzGAIgASgLMhouZmVkaGgudjEuU2hhcmVLZXlzUmVxdWVzdEgAEjQKDG1hc2tlZF9pbnB1dBgDIAEoCzIcLmZlZGhoLnYxLk1hc2tlZElucHV0UmVxdWVzdEgAEjkKEWNvbnNpc3RlbmN5X2NoZWNrGAQgASgLMhwuZmVkaGgudjEuQ29uc2lzdGVuY3lSZXF1ZXN0SAASKQoGdW5tYXNrGAUgASgLMhcuZmVkaGgudjEuVW5tYXNrUmVxdWVzdEgAEhQKDGFib3J0X3JlYXNvbhgGIAEoCUIJCgdyZXF1ZXN0IrEBChNTdWJtaXRTaGFyZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxIoCgZzaGFyZXMYAyADKAsyGC5mZWRoaC52MS5FbmNyeXB0ZWRTaGFyZRIUCgxiX2NvbW1pdG1lbnQYBCABKAwSFAoMd2FpdF9uZXh0X21zGAUgASgNIpsBChFNYXNrZWRJbnB1dEhlYWRlchISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSEwoLdG90YWxfYnl0ZXMYAyABKAQSFAoMd2FpdF9uZXh0X21zGAQgASgNEhUKDXZlY3Rvcl9zaGEyNTYYBSABKAwiWQoQTWFza2VkSW5wdXRDaHVuaxItCgZoZWFkZXIYASABKAsyGy5mZWRoaC52MS5NYXNrZWRJbnB1dEhlYWRlckgAEg4KBGRhdGEYAiABKAxIAEIGCgRwYXJ0IkkKDE1hc2tlZFZlY3RvchIrCgZoZWFkZXIYASABKAsyGy5mZWRoaC52MS5NYXNrZWRJbnB1dEhlYWRlchIMCgRkYXRhGAIgASgMIokBChhTdWJtaXRDb25zaXN0ZW5jeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEhEKCXNpZ25hdHVyZRgDIAEoDBIUCgx3YWl0X25leHRfbXMYBCABKA0iqwEKE1N1Ym1pdFVubWFza1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEiYKCGJfc2hhcmVzGAMgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZRImCghzX3NoYXJlcxgEIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUivwEKC1Nlc3Npb25PcGVuEhIKCnNlc3Npb25faWQYASABKAwSLAoJYWRtaXNzaW9uGAIgASgLMhkuZmVkaGgudjEuU2VjQWdnQWRtaXNzaW9uEhEKCXNpZ25hdHVyZRgDIAEoDBIRCglhZHZlcnRpc2UYBCABKAgSGAoQdW5tYXNrX2luX3N0YXR1cxgFIAEoCBIXCg9wYWNrZWRfcmVxdWVzdHMYBiABKAgSFQoNc3Vydml2b3JfYml0cxgHIAEoCCJyCg1TZXNzaW9uU2hhcmVzEigKBnNoYXJlcxgBIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEhQKDGJfY29tbWl0bWVudBgCIAEoDBIMCgRkc3RzGAMgAygNEhMKC2NpcGhlcnRleHRzGAQgASgMIkkKDVNlc3Npb25WZWN0b3ISEwoLdG90YWxfYnl0ZXMYASABKAQSFQoNdmVjdG9yX3NoYTI1NhgCIAEoDBIMCgRkYXRhGAMgASgMIqcBCg1TZXNzaW9uVW5tYXNrEiYKCGJfc2hhcmVzGAEgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZRImCghzX3NoYXJlcxgCIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSEAoIYl9vd25lcnMYAyADKA0SEAoIYl92YWx1ZXMYBCABKAwSEAoIc19vd25lcnMYBSADKA0SEAoIc192YWx1ZXMYBiABKAwitQIKDlNlc3Npb25NZXNzYWdlEiUKBG9wZW4YASABKAsyFS5mZWRoaC52MS5TZXNzaW9uT3BlbkgAEiQKBGtleXMYAiABKAsyFC5mZWRoaC52MS5EZXZpY2VLZXlzSAASKQoGc2hhcmVzGAMgASgLMhcuZmVkaGgudjEuU2Vzc2lvblNoYXJlc0gAEjAKDW1hc2tlZF92ZWN0b3IYBCABKAsyFy5mZWRoaC52MS5TZXNzaW9uVmVjdG9ySAASFQoLdmVjdG9yX2RhdGEYBSABKAxIABIfChVjb25zaXN0ZW5jeV9zaWduYXR1cmUYBiABKAxIABIpCgZ1bm1hc2sYByABKAsyFy5mZWRoaC52MS5TZXNzaW9uVW5tYXNrSAASDgoGcmVzZW50GAggASgIQgYKBHBhcnQihgIKDFNlc3Npb25FdmVudBITCgljaGFsbGVuZ2UYASABKAxIABIsCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlSAASKgoGdW5tYXNrGAMgASgLMhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2VIABIrCgdyZWZ1c2VkGAUgASgLMhguZmVkaGgudjEuU2Vzc2lvblJlZnVzYWxIABIkCgVzdGFnZRgEIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEhQKDGtleXNfaW5fb3BlbhgGIAEoCBIVCg1wYWNrZWRfc2hhcmVzGAcgASgIQgcKBWV2ZW50Ii8KDlNlc3Npb25SZWZ1c2FsEgwKBGNvZGUYASABKA0SDwoHZGV0YWlscxgCIAEoCSI1ChBPcGVuUm91bmRSZXF1ZXN0Eg4KBmNvbmZpZxgBIAEoDBIRCglzaWduYXR1cmUYAiABKAwiOAoRT3BlblJvdW5kUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoDBIPCgdjcmVhdGVkGAIgASgIIkMKEEdldFJlc3VsdFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwSDwoHd2FpdF9tcxgCIAEoDRIMCgRob2xkGAMgASgIIr0CCgxSZXN1bHRIZWFkZXISKQoFc3RhdGUYASABKA4yGi5mZWRoaC52MS5BZ2dyZWdhdGlvblN0YXRlEhAKCHJvdW5kX2lkGAIgASgMEhIKCnNlc3Npb25faWQYAyABKAwSGAoQbnVtX2NvbnRyaWJ1dG9ycxgEIAEoDRIRCglkaW1lbnNpb24YBSABKA0SFAoMbW9kdWx1c19iaXRzGAYgASgNEhMKC3RvdGFsX2J5dGVzGAcgASgEEhQKDGFib3J0X3JlYXNvbhgIIAEoCRIWCg5yZWFjaGVkX3VubWFzaxgJIAEoCBIWCg5zdXJ2aXZvcl9jb3VudBgKIAEoDRIXCg9zaWduYXR1cmVfY291bnQYCyABKA0SJQoGc2hhcmRzGAwgAygLMhUuZmVkaGgudjEuU2hhcmRSZXN1bHQiwwEKC1NoYXJkUmVzdWx0EhAKCHJvdW5kX2lkGAEgASgMEikKBXN0YXRlGAIgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZRIWCg5yZWFjaGVkX3VubWFzaxgDIAEoCBIUCgxhYm9ydF9yZWFzb24YBCABKAkSGAoQbnVtX2NvbnRyaWJ1dG9ycxgFIAEoDRIWCg5zdXJ2aXZvcl9jb3VudBgGIAEoDRIXCg9zaWduYXR1cmVfY291bnQYByABKA0iaAoTUmVsZWFzZUV2aWRlbmNlUGFydBIRCglzdXJ2aXZvcnMYASADKA0SLwoKc2lnbmF0dXJlcxgCIAMoCzIbLmZlZGhoLnYxLlN1cnZpdm9yU2lnbmF0dXJlEg0KBXNoYXJkGAMgASgNIjkKEVN1cnZpdm9yU2lnbmF0dXJlEhEKCWRldmljZV9pZBgBIAEoDRIRCglzaWduYXR1cmUYAiABKAwiggEKC1Jlc3VsdENodW5rEigKBmhlYWRlchgBIAEoCzIWLmZlZGhoLnYxLlJlc3VsdEhlYWRlckgAEg4KBGRhdGEYAiABKAxIABIxCghldmlkZW5jZRgDIAEoCzIdLmZlZGhoLnYxLlJlbGVhc2VFdmlkZW5jZVBhcnRIAEIGCgRwYXJ0IiUKEUdldE91dGNvbWVSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMIs0CChJHZXRPdXRjb21lUmVzcG9uc2USJQoFc3RhdGUYASABKA4yFi5mZWRoaC52MS5PdXRjb21lU3RhdGUSEgoKc2Vzc2lvbl9pZBgCIAEoDBIkCgVzdGFnZRgDIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEhYKDnJlYWNoZWRfdW5tYXNrGAQgASgIEhQKDGFib3J0X3JlYXNvbhgFIAEoCRIRCglkZWxpdmVyZWQYBiABKAgSFQoNc3VtX2F2YWlsYWJsZRgHIAEoCBIYChBudW1fY29udHJpYnV0b3JzGAggASgNEg8KB2R1cmFibGUYCSABKAgSKwoNc3RhZ2VfZGV2aWNlcxgKIAMoCzIULmZlZGhoLnYxLlN0YWdlQ291bnQSJgoGc2hhcmRzGAsgAygLMhYuZmVkaGgudjEuU2hhcmRPdXRjb21lIsUBCgxTaGFyZE91dGNvbWUSEAoIcm91bmRfaWQYASABKAwSDgoGd29ya2VyGAIgASgNEiUKBXN0YXRlGAMgASgOMhYuZmVkaGgudjEuT3V0Y29tZVN0YXRlEiQKBXN0YWdlGAQgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USFgoOcmVhY2hlZF91bm1hc2sYBSABKAgSFAoMYWJvcnRfcmVhc29uGAYgASgJEhgKEG51bV9jb250cmlidXRvcnMYByABKA0iQwoKU3RhZ2VDb3VudBIkCgVzdGFnZRgBIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEg8KB2RldmljZXMYAiABKA0iOQoSQ2FuY2VsUm91bmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEhEKCWRlbGl2ZXJlZBgCIAEoCCJAChNDYW5jZWxSb3VuZFJlc3BvbnNlEikKBXN0YXRlGAEgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZSIYChZEZXNjcmliZVdvcmtlcnNSZXF1ZXN0IkAKF0Rlc2NyaWJlV29ya2Vyc1Jlc3BvbnNlEiUKB3dvcmtlcnMYASADKAsyFC5mZWRoaC52MS5Xb3JrZXJJbmZvIm4KCldvcmtlckluZm8SDQoFaW5kZXgYASABKA0SFgoOcHVibGljX2FkZHJlc3MYAiABKAkSDwoHc2VydmluZxgDIAEoCBIPCgd3ZWJfdXJsGAQgASgJEhcKD3Nlc3Npb25fYWRkcmVzcxgFIAEoCSJVChdPcGVuU2hhcmRlZFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDBIoCgZzaGFyZHMYAiADKAsyGC5mZWRoaC52MS5TaGFyZFBsYWNlbWVudCJDCg5TaGFyZFBsYWNlbWVudBIOCgZjb25maWcYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMEg4KBndvcmtlchgDIAEoDSJAChhPcGVuU2hhcmRlZFJvdW5kUmVzcG9uc2USDwoHY3JlYXRlZBgBIAEoCBITCgtzZXNzaW9uX2lkcxgCIAMoDCrcAQoLU2VjQWdnU3RhZ2USHAoYU0VDQUdHX1NUQUdFX1VOU1BFQ0lGSUVEEAASHwobU0VDQUdHX1NUQUdFX0FEVkVSVElTRV9LRVlTEAESGwoXU0VDQUdHX1NUQUdFX1NIQVJFX0tFWVMQAhIdChlTRUNBR0dfU1RBR0VfTUFTS0VEX0lOUFVUEAMSIgoeU0VDQUdHX1NUQUdFX0NPTlNJU1RFTkNZX0NIRUNLEAQSFwoTU0VDQUdHX1NUQUdFX1VOTUFTSxAFEhUKEVNFQ0FHR19TVEFHRV9ET05FEAYqrwEKC0F3YWl0U3RhdHVzEhwKGEFXQUlUX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKEkFXQUlUX1NUQVRVU19SRUFEWRABEhgKFEFXQUlUX1NUQVRVU19QRU5ESU5HEAISHQoZQVdBSVRfU1RBVFVTX05PVF9TRUxFQ1RFRBADEhcKE0FXQUlUX1NUQVRVU19DTE9TRUQQBBIYChRBV0FJVF9TVEFUVVNfQUJPUlRFRBAFKpMBChBBZ2dyZWdhdGlvblN0YXRlEiEKHUFHR1JFR0FUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHQoZQUdHUkVHQVRJT05fU1RBVEVfUlVOTklORxABEh4KGkFHR1JFR0FUSU9OX1NUQVRFX1JFTEVBU0VEEAISHQoZQUdHUkVHQVRJT05fU1RBVEVfQUJPUlRFRBADKpoBCgxPdXRjb21lU3RhdGUSHQoZT1VUQ09NRV9TVEFURV9VTlNQRUNJRklFRBAAEhkKFU9VVENPTUVfU1RBVEVfVU5LTk9XThABEhkKFU9VVENPTUVfU1RBVEVfUlVOTklORxACEhkKFU9VVENPTUVfU1RBVEVfQUJPUlRFRBADEhoKFk9VVENPTUVfU1RBVEVfUkVMRUFTRUQQBDLiBAoRU2VjdXJlQWdncmVnYXRpb24SSQoNQWR2ZXJ0aXNlS2V5cxIeLmZlZGhoLnYxLkFkdmVydGlzZUtleXNSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USRwoKQXdhaXRTdGFnZRIbLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXF1ZXN0GhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlEkcKDFN1Ym1pdFNoYXJlcxIdLmZlZGhoLnYxLlN1Ym1pdFNoYXJlc1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJLChFTdWJtaXRNYXNrZWRJbnB1dBIaLmZlZGhoLnYxLk1hc2tlZElucHV0Q2h1bmsaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZSgBEkYKElN1Ym1pdE1hc2tlZFZlY3RvchIWLmZlZGhoLnYxLk1hc2tlZFZlY3RvchoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlElEKEVN1Ym1pdENvbnNpc3RlbmN5EiIuZmVkaGgudjEuU3VibWl0Q29uc2lzdGVuY3lSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USRwoMU3VibWl0VW5tYXNrEh0uZmVkaGgudjEuU3VibWl0VW5tYXNrUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEj8KB1Nlc3Npb24SGC5mZWRoaC52MS5TZXNzaW9uTWVzc2FnZRoWLmZlZGhoLnYxLlNlc3Npb25FdmVudCgBMAEysAIKEUFnZ3JlZ2F0b3JDb250cm9sEkQKCU9wZW5Sb3VuZBIaLmZlZGhoLnYxLk9wZW5Sb3VuZFJlcXVlc3QaGy5mZWRoaC52MS5PcGVuUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlMpsDCg9Db21iaW5lckNvbnRyb2wSVgoPRGVzY3JpYmVXb3JrZXJzEiAuZmVkaGgudjEuRGVzY3JpYmVXb3JrZXJzUmVxdWVzdBohLmZlZGhoLnYxLkRlc2NyaWJlV29ya2Vyc1Jlc3BvbnNlElkKEE9wZW5TaGFyZGVkUm91bmQSIS5mZWRoaC52MS5PcGVuU2hhcmRlZFJvdW5kUmVxdWVzdBoiLmZlZGhoLnYxLk9wZW5TaGFyZGVkUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIlYKDkRlY2xpbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscyKQAQoRQXdhaXRTdGFnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEiQKBXN0YWdlGAMgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USDwoHd2FpdF9tcxgEIAEoDSI4ChBTaGFyZUtleXNSZXF1ZXN0EiQKBnJvc3RlchgBIAMoCzIULmZlZGhoLnYxLkRldmljZUtleXMiYQoSTWFza2VkSW5wdXRSZXF1ZXN0EigKBnNoYXJlcxgBIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEgwKBHNyY3MYAiADKA0SEwoLY2lwaGVydGV4dHMYAyABKAwiPgoSQ29uc2lzdGVuY3lSZXF1ZXN0EhEKCXN1cnZpdm9ycxgBIAMoDRIVCg1zdXJ2aXZvcl9iaXRzGAIgASgMImEKDVVubWFza1JlcXVlc3QSDQoFYWxpdmUYASADKA0SDwoHZHJvcHBlZBgCIAMoDRIwCgpzaWduYXR1cmVzGAMgAygLMhwuZmVkaGgudjEuTmVpZ2hib3VyU2lnbmF0dXJlIqoCChJBd2FpdFN0YWdlUmVzcG9uc2USJQoGc3RhdHVzGAEgASgOMhUuZmVkaGgudjEuQXdhaXRTdGF0dXMSMAoKc2hhcmVfa2V5cxgCIAEoCzIaLmZlZGhoLnYxLlNoYXJlS2V5c1JlcXVlc3RIABI0CgxtYXNrZWRfaW5wdXQYAyABKAsyHC5mZWRoaC52MS5NYXNrZWRJbnB1dFJlcXVlc3RIABI5ChFjb25zaXN0ZW5jeV9jaGVjaxgEIAEoCzIcLmZlZGhoLnYxLkNvbnNpc3RlbmN5UmVxdWVzdEgAEikKBnVubWFzaxgFIAEoCzIXLmZlZGhoLnYxLlVubWFza1JlcXVlc3RIABIUCgxhYm9ydF9yZWFzb24YBiABKAlCCQoHcmVxdWVzdCKxAQoTU3VibWl0U2hhcmVzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSKAoGc2hhcmVzGAMgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUSFAoMYl9jb21taXRtZW50GAQgASgMEhQKDHdhaXRfbmV4dF9tcxgFIAEoDSKbAQoRTWFza2VkSW5wdXRIZWFkZXISEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEhMKC3RvdGFsX2J5dGVzGAMgASgEEhQKDHdhaXRfbmV4dF9tcxgEIAEoDRIVCg12ZWN0b3Jfc2hhMjU2GAUgASgMIlkKEE1hc2tlZElucHV0Q2h1bmsSLQoGaGVhZGVyGAEgASgLMhsuZmVkaGgudjEuTWFza2VkSW5wdXRIZWFkZXJIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCJJCgxNYXNrZWRWZWN0b3ISKwoGaGVhZGVyGAEgASgLMhsuZmVkaGgudjEuTWFza2VkSW5wdXRIZWFkZXISDAoEZGF0YRgCIAEoDCKJAQoYU3VibWl0Q29uc2lzdGVuY3lSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxIRCglzaWduYXR1cmUYAyABKAwSFAoMd2FpdF9uZXh0X21zGAQgASgNIqsBChNTdWJtaXRVbm1hc2tSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxImCghiX3NoYXJlcxgDIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSJgoIc19zaGFyZXMYBCADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlIr8BCgtTZXNzaW9uT3BlbhISCgpzZXNzaW9uX2lkGAEgASgMEiwKCWFkbWlzc2lvbhgCIAEoCzIZLmZlZGhoLnYxLlNlY0FnZ0FkbWlzc2lvbhIRCglzaWduYXR1cmUYAyABKAwSEQoJYWR2ZXJ0aXNlGAQgASgIEhgKEHVubWFza19pbl9zdGF0dXMYBSABKAgSFwoPcGFja2VkX3JlcXVlc3RzGAYgASgIEhUKDXN1cnZpdm9yX2JpdHMYByABKAgicgoNU2Vzc2lvblNoYXJlcxIoCgZzaGFyZXMYASADKAsyGC5mZWRoaC52MS5FbmNyeXB0ZWRTaGFyZRIUCgxiX2NvbW1pdG1lbnQYAiABKAwSDAoEZHN0cxgDIAMoDRITCgtjaXBoZXJ0ZXh0cxgEIAEoDCJJCg1TZXNzaW9uVmVjdG9yEhMKC3RvdGFsX2J5dGVzGAEgASgEEhUKDXZlY3Rvcl9zaGEyNTYYAiABKAwSDAoEZGF0YRgDIAEoDCKnAQoNU2Vzc2lvblVubWFzaxImCghiX3NoYXJlcxgBIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSJgoIc19zaGFyZXMYAiADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEhAKCGJfb3duZXJzGAMgAygNEhAKCGJfdmFsdWVzGAQgASgMEhAKCHNfb3duZXJzGAUgAygNEhAKCHNfdmFsdWVzGAYgASgMIrUCCg5TZXNzaW9uTWVzc2FnZRIlCgRvcGVuGAEgASgLMhUuZmVkaGgudjEuU2Vzc2lvbk9wZW5IABIkCgRrZXlzGAIgASgLMhQuZmVkaGgudjEuRGV2aWNlS2V5c0gAEikKBnNoYXJlcxgDIAEoCzIXLmZlZGhoLnYxLlNlc3Npb25TaGFyZXNIABIwCg1tYXNrZWRfdmVjdG9yGAQgASgLMhcuZmVkaGgudjEuU2Vzc2lvblZlY3RvckgAEhUKC3ZlY3Rvcl9kYXRhGAUgASgMSAASHwoVY29uc2lzdGVuY3lfc2lnbmF0dXJlGAYgASgMSAASKQoGdW5tYXNrGAcgASgLMhcuZmVkaGgudjEuU2Vzc2lvblVubWFza0gAEg4KBnJlc2VudBgIIAEoCEIGCgRwYXJ0IoYCCgxTZXNzaW9uRXZlbnQSEwoJY2hhbGxlbmdlGAEgASgMSAASLAoEbmV4dBgCIAEoCzIcLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXNwb25zZUgAEioKBnVubWFzaxgDIAEoCzIYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlSAASKwoHcmVmdXNlZBgFIAEoCzIYLmZlZGhoLnYxLlNlc3Npb25SZWZ1c2FsSAASJAoFc3RhZ2UYBCABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIUCgxrZXlzX2luX29wZW4YBiABKAgSFQoNcGFja2VkX3NoYXJlcxgHIAEoCEIHCgVldmVudCIvCg5TZXNzaW9uUmVmdXNhbBIMCgRjb2RlGAEgASgNEg8KB2RldGFpbHMYAiABKAkiNQoQT3BlblJvdW5kUmVxdWVzdBIOCgZjb25maWcYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMIjgKEU9wZW5Sb3VuZFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAwSDwoHY3JlYXRlZBgCIAEoCCJDChBHZXRSZXN1bHRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEg8KB3dhaXRfbXMYAiABKA0SDAoEaG9sZBgDIAEoCCK9AgoMUmVzdWx0SGVhZGVyEikKBXN0YXRlGAEgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZRIQCghyb3VuZF9pZBgCIAEoDBISCgpzZXNzaW9uX2lkGAMgASgMEhgKEG51bV9jb250cmlidXRvcnMYBCABKA0SEQoJZGltZW5zaW9uGAUgASgNEhQKDG1vZHVsdXNfYml0cxgGIAEoDRITCgt0b3RhbF9ieXRlcxgHIAEoBBIUCgxhYm9ydF9yZWFzb24YCCABKAkSFgoOcmVhY2hlZF91bm1hc2sYCSABKAgSFgoOc3Vydml2b3JfY291bnQYCiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAsgASgNEiUKBnNoYXJkcxgMIAMoCzIVLmZlZGhoLnYxLlNoYXJkUmVzdWx0IsMBCgtTaGFyZFJlc3VsdBIQCghyb3VuZF9pZBgBIAEoDBIpCgVzdGF0ZRgCIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUSFgoOcmVhY2hlZF91bm1hc2sYAyABKAgSFAoMYWJvcnRfcmVhc29uGAQgASgJEhgKEG51bV9jb250cmlidXRvcnMYBSABKA0SFgoOc3Vydml2b3JfY291bnQYBiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAcgASgNImgKE1JlbGVhc2VFdmlkZW5jZVBhcnQSEQoJc3Vydml2b3JzGAEgAygNEi8KCnNpZ25hdHVyZXMYAiADKAsyGy5mZWRoaC52MS5TdXJ2aXZvclNpZ25hdHVyZRINCgVzaGFyZBgDIAEoDSI5ChFTdXJ2aXZvclNpZ25hdHVyZRIRCglkZXZpY2VfaWQYASABKA0SEQoJc2lnbmF0dXJlGAIgASgMIoIBCgtSZXN1bHRDaHVuaxIoCgZoZWFkZXIYASABKAsyFi5mZWRoaC52MS5SZXN1bHRIZWFkZXJIABIOCgRkYXRhGAIgASgMSAASMQoIZXZpZGVuY2UYAyABKAsyHS5mZWRoaC52MS5SZWxlYXNlRXZpZGVuY2VQYXJ0SABCBgoEcGFydCIlChFHZXRPdXRjb21lUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDCLNAgoSR2V0T3V0Y29tZVJlc3BvbnNlEiUKBXN0YXRlGAEgASgOMhYuZmVkaGgudjEuT3V0Y29tZVN0YXRlEhIKCnNlc3Npb25faWQYAiABKAwSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIWCg5yZWFjaGVkX3VubWFzaxgEIAEoCBIUCgxhYm9ydF9yZWFzb24YBSABKAkSEQoJZGVsaXZlcmVkGAYgASgIEhUKDXN1bV9hdmFpbGFibGUYByABKAgSGAoQbnVtX2NvbnRyaWJ1dG9ycxgIIAEoDRIPCgdkdXJhYmxlGAkgASgIEisKDXN0YWdlX2RldmljZXMYCiADKAsyFC5mZWRoaC52MS5TdGFnZUNvdW50EiYKBnNoYXJkcxgLIAMoCzIWLmZlZGhoLnYxLlNoYXJkT3V0Y29tZSLFAQoMU2hhcmRPdXRjb21lEhAKCHJvdW5kX2lkGAEgASgMEg4KBndvcmtlchgCIAEoDRIlCgVzdGF0ZRgDIAEoDjIWLmZlZGhoLnYxLk91dGNvbWVTdGF0ZRIkCgVzdGFnZRgEIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEhYKDnJlYWNoZWRfdW5tYXNrGAUgASgIEhQKDGFib3J0X3JlYXNvbhgGIAEoCRIYChBudW1fY29udHJpYnV0b3JzGAcgASgNIkMKClN0YWdlQ291bnQSJAoFc3RhZ2UYASABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgdkZXZpY2VzGAIgASgNIjkKEkNhbmNlbFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDBIRCglkZWxpdmVyZWQYAiABKAgiQAoTQ2FuY2VsUm91bmRSZXNwb25zZRIpCgVzdGF0ZRgBIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUiGAoWRGVzY3JpYmVXb3JrZXJzUmVxdWVzdCJAChdEZXNjcmliZVdvcmtlcnNSZXNwb25zZRIlCgd3b3JrZXJzGAEgAygLMhQuZmVkaGgudjEuV29ya2VySW5mbyJuCgpXb3JrZXJJbmZvEg0KBWluZGV4GAEgASgNEhYKDnB1YmxpY19hZGRyZXNzGAIgASgJEg8KB3NlcnZpbmcYAyABKAgSDwoHd2ViX3VybBgEIAEoCRIXCg9zZXNzaW9uX2FkZHJlc3MYBSABKAkiVQoXT3BlblNoYXJkZWRSb3VuZFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwSKAoGc2hhcmRzGAIgAygLMhguZmVkaGgudjEuU2hhcmRQbGFjZW1lbnQiQwoOU2hhcmRQbGFjZW1lbnQSDgoGY29uZmlnGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDBIOCgZ3b3JrZXIYAyABKA0iQAoYT3BlblNoYXJkZWRSb3VuZFJlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAgSEwoLc2Vzc2lvbl9pZHMYAiADKAwq3AEKC1NlY0FnZ1N0YWdlEhwKGFNFQ0FHR19TVEFHRV9VTlNQRUNJRklFRBAAEh8KG1NFQ0FHR19TVEFHRV9BRFZFUlRJU0VfS0VZUxABEhsKF1NFQ0FHR19TVEFHRV9TSEFSRV9LRVlTEAISHQoZU0VDQUdHX1NUQUdFX01BU0tFRF9JTlBVVBADEiIKHlNFQ0FHR19TVEFHRV9DT05TSVNURU5DWV9DSEVDSxAEEhcKE1NFQ0FHR19TVEFHRV9VTk1BU0sQBRIVChFTRUNBR0dfU1RBR0VfRE9ORRAGKq8BCgtBd2FpdFN0YXR1cxIcChhBV0FJVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJBV0FJVF9TVEFUVVNfUkVBRFkQARIYChRBV0FJVF9TVEFUVVNfUEVORElORxACEh0KGUFXQUlUX1NUQVRVU19OT1RfU0VMRUNURUQQAxIXChNBV0FJVF9TVEFUVVNfQ0xPU0VEEAQSGAoUQVdBSVRfU1RBVFVTX0FCT1JURUQQBSqTAQoQQWdncmVnYXRpb25TdGF0ZRIhCh1BR0dSRUdBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEh0KGUFHR1JFR0FUSU9OX1NUQVRFX1JVTk5JTkcQARIeChpBR0dSRUdBVElPTl9TVEFURV9SRUxFQVNFRBACEh0KGUFHR1JFR0FUSU9OX1NUQVRFX0FCT1JURUQQAyqaAQoMT3V0Y29tZVN0YXRlEh0KGU9VVENPTUVfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVPVVRDT01FX1NUQVRFX1VOS05PV04QARIZChVPVVRDT01FX1NUQVRFX1JVTk5JTkcQAhIZChVPVVRDT01FX1NUQVRFX0FCT1JURUQQAxIaChZPVVRDT01FX1NUQVRFX1JFTEVBU0VEEAQyoQUKEVNlY3VyZUFnZ3JlZ2F0aW9uEkkKDUFkdmVydGlzZUtleXMSHi5mZWRoaC52MS5BZHZlcnRpc2VLZXlzUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEkcKCkF3YWl0U3RhZ2USGy5mZWRoaC52MS5Bd2FpdFN0YWdlUmVxdWVzdBocLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXNwb25zZRI9CgdEZWNsaW5lEhguZmVkaGgudjEuRGVjbGluZVJlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgxTdWJtaXRTaGFyZXMSHS5mZWRoaC52MS5TdWJtaXRTaGFyZXNSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USSwoRU3VibWl0TWFza2VkSW5wdXQSGi5mZWRoaC52MS5NYXNrZWRJbnB1dENodW5rGhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2UoARJGChJTdWJtaXRNYXNrZWRWZWN0b3ISFi5mZWRoaC52MS5NYXNrZWRWZWN0b3IaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJRChFTdWJtaXRDb25zaXN0ZW5jeRIiLmZlZGhoLnYxLlN1Ym1pdENvbnNpc3RlbmN5UmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEkcKDFN1Ym1pdFVubWFzaxIdLmZlZGhoLnYxLlN1Ym1pdFVubWFza1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRI/CgdTZXNzaW9uEhguZmVkaGgudjEuU2Vzc2lvbk1lc3NhZ2UaFi5mZWRoaC52MS5TZXNzaW9uRXZlbnQoATABMrACChFBZ2dyZWdhdG9yQ29udHJvbBJECglPcGVuUm91bmQSGi5mZWRoaC52MS5PcGVuUm91bmRSZXF1ZXN0GhsuZmVkaGgudjEuT3BlblJvdW5kUmVzcG9uc2USQAoJR2V0UmVzdWx0EhouZmVkaGgudjEuR2V0UmVzdWx0UmVxdWVzdBoVLmZlZGhoLnYxLlJlc3VsdENodW5rMAESSgoLQ2FuY2VsUm91bmQSHC5mZWRoaC52MS5DYW5jZWxSb3VuZFJlcXVlc3QaHS5mZWRoaC52MS5DYW5jZWxSb3VuZFJlc3BvbnNlEkcKCkdldE91dGNvbWUSGy5mZWRoaC52MS5HZXRPdXRjb21lUmVxdWVzdBocLmZlZGhoLnYxLkdldE91dGNvbWVSZXNwb25zZTKbAwoPQ29tYmluZXJDb250cm9sElYKD0Rlc2NyaWJlV29ya2VycxIgLmZlZGhoLnYxLkRlc2NyaWJlV29ya2Vyc1JlcXVlc3QaIS5mZWRoaC52MS5EZXNjcmliZVdvcmtlcnNSZXNwb25zZRJZChBPcGVuU2hhcmRlZFJvdW5kEiEuZmVkaGgudjEuT3BlblNoYXJkZWRSb3VuZFJlcXVlc3QaIi5mZWRoaC52MS5PcGVuU2hhcmRlZFJvdW5kUmVzcG9uc2USQAoJR2V0UmVzdWx0EhouZmVkaGgudjEuR2V0UmVzdWx0UmVxdWVzdBoVLmZlZGhoLnYxLlJlc3VsdENodW5rMAESSgoLQ2FuY2VsUm91bmQSHC5mZWRoaC52MS5DYW5jZWxSb3VuZFJlcXVlc3QaHS5mZWRoaC52MS5DYW5jZWxSb3VuZFJlc3BvbnNlEkcKCkdldE91dGNvbWUSGy5mZWRoaC52MS5HZXRPdXRjb21lUmVxdWVzdBocLmZlZGhoLnYxLkdldE91dGNvbWVSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * The coordinator's admission of a device to one round (fedhh.secagg.Admission): the inclusion
@@ -273,6 +273,30 @@ export const AdvertiseKeysRequestSchema: GenMessage<AdvertiseKeysRequest> = /*@_
   messageDesc(file_fedhh_v1_aggregator, 7);
 
 /**
+ * @generated from message fedhh.v1.DeclineRequest
+ */
+export type DeclineRequest = Message<"fedhh.v1.DeclineRequest"> & {
+  /**
+   * @generated from field: bytes session_id = 1;
+   */
+  sessionId: Uint8Array;
+
+  /**
+   * transcript kind "decline", body digest empty
+   *
+   * @generated from field: fedhh.v1.DeviceCredentials credentials = 2;
+   */
+  credentials?: DeviceCredentials | undefined;
+};
+
+/**
+ * Describes the message fedhh.v1.DeclineRequest.
+ * Use `create(DeclineRequestSchema)` to create a new message.
+ */
+export const DeclineRequestSchema: GenMessage<DeclineRequest> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 8);
+
+/**
  * @generated from message fedhh.v1.AwaitStageRequest
  */
 export type AwaitStageRequest = Message<"fedhh.v1.AwaitStageRequest"> & {
@@ -308,7 +332,7 @@ export type AwaitStageRequest = Message<"fedhh.v1.AwaitStageRequest"> & {
  * Use `create(AwaitStageRequestSchema)` to create a new message.
  */
 export const AwaitStageRequestSchema: GenMessage<AwaitStageRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 8);
+  messageDesc(file_fedhh_v1_aggregator, 9);
 
 /**
  * Server -> device requests (fedhh.secagg.*Request); session and device id are the call's.
@@ -329,7 +353,7 @@ export type ShareKeysRequest = Message<"fedhh.v1.ShareKeysRequest"> & {
  * Use `create(ShareKeysRequestSchema)` to create a new message.
  */
 export const ShareKeysRequestSchema: GenMessage<ShareKeysRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 9);
+  messageDesc(file_fedhh_v1_aggregator, 10);
 
 /**
  * @generated from message fedhh.v1.MaskedInputRequest
@@ -362,7 +386,7 @@ export type MaskedInputRequest = Message<"fedhh.v1.MaskedInputRequest"> & {
  * Use `create(MaskedInputRequestSchema)` to create a new message.
  */
 export const MaskedInputRequestSchema: GenMessage<MaskedInputRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 10);
+  messageDesc(file_fedhh_v1_aggregator, 11);
 
 /**
  * @generated from message fedhh.v1.ConsistencyRequest
@@ -393,7 +417,7 @@ export type ConsistencyRequest = Message<"fedhh.v1.ConsistencyRequest"> & {
  * Use `create(ConsistencyRequestSchema)` to create a new message.
  */
 export const ConsistencyRequestSchema: GenMessage<ConsistencyRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 11);
+  messageDesc(file_fedhh_v1_aggregator, 12);
 
 /**
  * @generated from message fedhh.v1.UnmaskRequest
@@ -422,7 +446,7 @@ export type UnmaskRequest = Message<"fedhh.v1.UnmaskRequest"> & {
  * Use `create(UnmaskRequestSchema)` to create a new message.
  */
 export const UnmaskRequestSchema: GenMessage<UnmaskRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 12);
+  messageDesc(file_fedhh_v1_aggregator, 13);
 
 /**
  * @generated from message fedhh.v1.AwaitStageResponse
@@ -475,7 +499,7 @@ export type AwaitStageResponse = Message<"fedhh.v1.AwaitStageResponse"> & {
  * Use `create(AwaitStageResponseSchema)` to create a new message.
  */
 export const AwaitStageResponseSchema: GenMessage<AwaitStageResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 13);
+  messageDesc(file_fedhh_v1_aggregator, 14);
 
 /**
  * @generated from message fedhh.v1.SubmitSharesRequest
@@ -516,7 +540,7 @@ export type SubmitSharesRequest = Message<"fedhh.v1.SubmitSharesRequest"> & {
  * Use `create(SubmitSharesRequestSchema)` to create a new message.
  */
 export const SubmitSharesRequestSchema: GenMessage<SubmitSharesRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 14);
+  messageDesc(file_fedhh_v1_aggregator, 15);
 
 /**
  * The header is authenticated on its own, before an upload slot is taken and before a data byte
@@ -565,7 +589,7 @@ export type MaskedInputHeader = Message<"fedhh.v1.MaskedInputHeader"> & {
  * Use `create(MaskedInputHeaderSchema)` to create a new message.
  */
 export const MaskedInputHeaderSchema: GenMessage<MaskedInputHeader> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 15);
+  messageDesc(file_fedhh_v1_aggregator, 16);
 
 /**
  * @generated from message fedhh.v1.MaskedInputChunk
@@ -598,7 +622,7 @@ export type MaskedInputChunk = Message<"fedhh.v1.MaskedInputChunk"> & {
  * Use `create(MaskedInputChunkSchema)` to create a new message.
  */
 export const MaskedInputChunkSchema: GenMessage<MaskedInputChunk> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 16);
+  messageDesc(file_fedhh_v1_aggregator, 17);
 
 /**
  * @generated from message fedhh.v1.MaskedVector
@@ -622,7 +646,7 @@ export type MaskedVector = Message<"fedhh.v1.MaskedVector"> & {
  * Use `create(MaskedVectorSchema)` to create a new message.
  */
 export const MaskedVectorSchema: GenMessage<MaskedVector> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 17);
+  messageDesc(file_fedhh_v1_aggregator, 18);
 
 /**
  * @generated from message fedhh.v1.SubmitConsistencyRequest
@@ -658,7 +682,7 @@ export type SubmitConsistencyRequest = Message<"fedhh.v1.SubmitConsistencyReques
  * Use `create(SubmitConsistencyRequestSchema)` to create a new message.
  */
 export const SubmitConsistencyRequestSchema: GenMessage<SubmitConsistencyRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 18);
+  messageDesc(file_fedhh_v1_aggregator, 19);
 
 /**
  * @generated from message fedhh.v1.SubmitUnmaskRequest
@@ -690,7 +714,7 @@ export type SubmitUnmaskRequest = Message<"fedhh.v1.SubmitUnmaskRequest"> & {
  * Use `create(SubmitUnmaskRequestSchema)` to create a new message.
  */
 export const SubmitUnmaskRequestSchema: GenMessage<SubmitUnmaskRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 19);
+  messageDesc(file_fedhh_v1_aggregator, 20);
 
 /**
  * The first message on a session stream: who the device is, proved for this stream only.
@@ -758,7 +782,7 @@ export type SessionOpen = Message<"fedhh.v1.SessionOpen"> & {
  * Use `create(SessionOpenSchema)` to create a new message.
  */
 export const SessionOpenSchema: GenMessage<SessionOpen> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 20);
+  messageDesc(file_fedhh_v1_aggregator, 21);
 
 /**
  * @generated from message fedhh.v1.SessionShares
@@ -797,7 +821,7 @@ export type SessionShares = Message<"fedhh.v1.SessionShares"> & {
  * Use `create(SessionSharesSchema)` to create a new message.
  */
 export const SessionSharesSchema: GenMessage<SessionShares> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 21);
+  messageDesc(file_fedhh_v1_aggregator, 22);
 
 /**
  * Stage 2: the declared length and hash of the whole vector (as MaskedInputHeader) and its first
@@ -829,7 +853,7 @@ export type SessionVector = Message<"fedhh.v1.SessionVector"> & {
  * Use `create(SessionVectorSchema)` to create a new message.
  */
 export const SessionVectorSchema: GenMessage<SessionVector> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 22);
+  messageDesc(file_fedhh_v1_aggregator, 23);
 
 /**
  * @generated from message fedhh.v1.SessionUnmask
@@ -875,7 +899,7 @@ export type SessionUnmask = Message<"fedhh.v1.SessionUnmask"> & {
  * Use `create(SessionUnmaskSchema)` to create a new message.
  */
 export const SessionUnmaskSchema: GenMessage<SessionUnmask> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 23);
+  messageDesc(file_fedhh_v1_aggregator, 24);
 
 /**
  * @generated from message fedhh.v1.SessionMessage
@@ -958,7 +982,7 @@ export type SessionMessage = Message<"fedhh.v1.SessionMessage"> & {
  * Use `create(SessionMessageSchema)` to create a new message.
  */
 export const SessionMessageSchema: GenMessage<SessionMessage> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 24);
+  messageDesc(file_fedhh_v1_aggregator, 25);
 
 /**
  * @generated from message fedhh.v1.SessionEvent
@@ -1032,7 +1056,7 @@ export type SessionEvent = Message<"fedhh.v1.SessionEvent"> & {
  * Use `create(SessionEventSchema)` to create a new message.
  */
 export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 25);
+  messageDesc(file_fedhh_v1_aggregator, 26);
 
 /**
  * A refused message (or open): the code and details the stream then ends with, sent as an
@@ -1061,7 +1085,7 @@ export type SessionRefusal = Message<"fedhh.v1.SessionRefusal"> & {
  * Use `create(SessionRefusalSchema)` to create a new message.
  */
 export const SessionRefusalSchema: GenMessage<SessionRefusal> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 26);
+  messageDesc(file_fedhh_v1_aggregator, 27);
 
 /**
  * @generated from message fedhh.v1.OpenRoundRequest
@@ -1087,7 +1111,7 @@ export type OpenRoundRequest = Message<"fedhh.v1.OpenRoundRequest"> & {
  * Use `create(OpenRoundRequestSchema)` to create a new message.
  */
 export const OpenRoundRequestSchema: GenMessage<OpenRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 27);
+  messageDesc(file_fedhh_v1_aggregator, 28);
 
 /**
  * @generated from message fedhh.v1.OpenRoundResponse
@@ -1111,7 +1135,7 @@ export type OpenRoundResponse = Message<"fedhh.v1.OpenRoundResponse"> & {
  * Use `create(OpenRoundResponseSchema)` to create a new message.
  */
 export const OpenRoundResponseSchema: GenMessage<OpenRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 28);
+  messageDesc(file_fedhh_v1_aggregator, 29);
 
 /**
  * @generated from message fedhh.v1.GetResultRequest
@@ -1142,7 +1166,7 @@ export type GetResultRequest = Message<"fedhh.v1.GetResultRequest"> & {
  * Use `create(GetResultRequestSchema)` to create a new message.
  */
 export const GetResultRequestSchema: GenMessage<GetResultRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 29);
+  messageDesc(file_fedhh_v1_aggregator, 30);
 
 /**
  * @generated from message fedhh.v1.ResultHeader
@@ -1233,7 +1257,7 @@ export type ResultHeader = Message<"fedhh.v1.ResultHeader"> & {
  * Use `create(ResultHeaderSchema)` to create a new message.
  */
 export const ResultHeaderSchema: GenMessage<ResultHeader> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 30);
+  messageDesc(file_fedhh_v1_aggregator, 31);
 
 /**
  * One shard of a sharded round as the combiner releases it.
@@ -1298,7 +1322,7 @@ export type ShardResult = Message<"fedhh.v1.ShardResult"> & {
  * Use `create(ShardResultSchema)` to create a new message.
  */
 export const ShardResultSchema: GenMessage<ShardResult> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 31);
+  messageDesc(file_fedhh_v1_aggregator, 32);
 
 /**
  * Part of the evidence of a release, streamed after the header and before the sum: U3 and the
@@ -1334,7 +1358,7 @@ export type ReleaseEvidencePart = Message<"fedhh.v1.ReleaseEvidencePart"> & {
  * Use `create(ReleaseEvidencePartSchema)` to create a new message.
  */
 export const ReleaseEvidencePartSchema: GenMessage<ReleaseEvidencePart> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 32);
+  messageDesc(file_fedhh_v1_aggregator, 33);
 
 /**
  * @generated from message fedhh.v1.SurvivorSignature
@@ -1358,7 +1382,7 @@ export type SurvivorSignature = Message<"fedhh.v1.SurvivorSignature"> & {
  * Use `create(SurvivorSignatureSchema)` to create a new message.
  */
 export const SurvivorSignatureSchema: GenMessage<SurvivorSignature> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 33);
+  messageDesc(file_fedhh_v1_aggregator, 34);
 
 /**
  * @generated from message fedhh.v1.ResultChunk
@@ -1399,7 +1423,7 @@ export type ResultChunk = Message<"fedhh.v1.ResultChunk"> & {
  * Use `create(ResultChunkSchema)` to create a new message.
  */
 export const ResultChunkSchema: GenMessage<ResultChunk> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 34);
+  messageDesc(file_fedhh_v1_aggregator, 35);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeRequest
@@ -1416,7 +1440,7 @@ export type GetOutcomeRequest = Message<"fedhh.v1.GetOutcomeRequest"> & {
  * Use `create(GetOutcomeRequestSchema)` to create a new message.
  */
 export const GetOutcomeRequestSchema: GenMessage<GetOutcomeRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 35);
+  messageDesc(file_fedhh_v1_aggregator, 36);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeResponse
@@ -1510,7 +1534,7 @@ export type GetOutcomeResponse = Message<"fedhh.v1.GetOutcomeResponse"> & {
  * Use `create(GetOutcomeResponseSchema)` to create a new message.
  */
 export const GetOutcomeResponseSchema: GenMessage<GetOutcomeResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 36);
+  messageDesc(file_fedhh_v1_aggregator, 37);
 
 /**
  * @generated from message fedhh.v1.ShardOutcome
@@ -1563,7 +1587,7 @@ export type ShardOutcome = Message<"fedhh.v1.ShardOutcome"> & {
  * Use `create(ShardOutcomeSchema)` to create a new message.
  */
 export const ShardOutcomeSchema: GenMessage<ShardOutcome> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 37);
+  messageDesc(file_fedhh_v1_aggregator, 38);
 
 /**
  * @generated from message fedhh.v1.StageCount
@@ -1585,7 +1609,7 @@ export type StageCount = Message<"fedhh.v1.StageCount"> & {
  * Use `create(StageCountSchema)` to create a new message.
  */
 export const StageCountSchema: GenMessage<StageCount> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 38);
+  messageDesc(file_fedhh_v1_aggregator, 39);
 
 /**
  * @generated from message fedhh.v1.CancelRoundRequest
@@ -1610,7 +1634,7 @@ export type CancelRoundRequest = Message<"fedhh.v1.CancelRoundRequest"> & {
  * Use `create(CancelRoundRequestSchema)` to create a new message.
  */
 export const CancelRoundRequestSchema: GenMessage<CancelRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 39);
+  messageDesc(file_fedhh_v1_aggregator, 40);
 
 /**
  * @generated from message fedhh.v1.CancelRoundResponse
@@ -1629,7 +1653,7 @@ export type CancelRoundResponse = Message<"fedhh.v1.CancelRoundResponse"> & {
  * Use `create(CancelRoundResponseSchema)` to create a new message.
  */
 export const CancelRoundResponseSchema: GenMessage<CancelRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 40);
+  messageDesc(file_fedhh_v1_aggregator, 41);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersRequest
@@ -1642,7 +1666,7 @@ export type DescribeWorkersRequest = Message<"fedhh.v1.DescribeWorkersRequest"> 
  * Use `create(DescribeWorkersRequestSchema)` to create a new message.
  */
 export const DescribeWorkersRequestSchema: GenMessage<DescribeWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 41);
+  messageDesc(file_fedhh_v1_aggregator, 42);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersResponse
@@ -1659,7 +1683,7 @@ export type DescribeWorkersResponse = Message<"fedhh.v1.DescribeWorkersResponse"
  * Use `create(DescribeWorkersResponseSchema)` to create a new message.
  */
 export const DescribeWorkersResponseSchema: GenMessage<DescribeWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 42);
+  messageDesc(file_fedhh_v1_aggregator, 43);
 
 /**
  * @generated from message fedhh.v1.WorkerInfo
@@ -1704,7 +1728,7 @@ export type WorkerInfo = Message<"fedhh.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 43);
+  messageDesc(file_fedhh_v1_aggregator, 44);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundRequest
@@ -1730,7 +1754,7 @@ export type OpenShardedRoundRequest = Message<"fedhh.v1.OpenShardedRoundRequest"
  * Use `create(OpenShardedRoundRequestSchema)` to create a new message.
  */
 export const OpenShardedRoundRequestSchema: GenMessage<OpenShardedRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 44);
+  messageDesc(file_fedhh_v1_aggregator, 45);
 
 /**
  * @generated from message fedhh.v1.ShardPlacement
@@ -1763,7 +1787,7 @@ export type ShardPlacement = Message<"fedhh.v1.ShardPlacement"> & {
  * Use `create(ShardPlacementSchema)` to create a new message.
  */
 export const ShardPlacementSchema: GenMessage<ShardPlacement> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 45);
+  messageDesc(file_fedhh_v1_aggregator, 46);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundResponse
@@ -1789,7 +1813,7 @@ export type OpenShardedRoundResponse = Message<"fedhh.v1.OpenShardedRoundRespons
  * Use `create(OpenShardedRoundResponseSchema)` to create a new message.
  */
 export const OpenShardedRoundResponseSchema: GenMessage<OpenShardedRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 46);
+  messageDesc(file_fedhh_v1_aggregator, 47);
 
 /**
  * The protocol stages (fedhh.secagg.Stage + 1; 0 is unset).
@@ -2009,6 +2033,22 @@ export const SecureAggregation: GenService<{
     methodKind: "unary";
     input: typeof AwaitStageRequestSchema;
     output: typeof AwaitStageResponseSchema;
+  },
+  /**
+   * Stage 0, instead of AdvertiseKeys: the device gives up its seat (it refuses the task: its
+   * floors, its local budget, its user), so the stage stops waiting for it and closes as soon
+   * as the other members have answered, not at its deadline. Signed like the calls below
+   * (transcript kind "decline", empty body); accepted only while keys are advertised and before
+   * this device advertised its own (FAILED_PRECONDITION after). `accepted` is false for a
+   * repeat, which changes nothing. It carries no reason, and the device sends nothing else.
+   * Older aggregators answer UNIMPLEMENTED; the device then drops out silently, as before.
+   *
+   * @generated from rpc fedhh.v1.SecureAggregation.Decline
+   */
+  decline: {
+    methodKind: "unary";
+    input: typeof DeclineRequestSchema;
+    output: typeof SubmitResponseSchema;
   },
   /**
    * Stage 1: one encrypted share per roster neighbour, and the commitment to b_u.
