@@ -13,14 +13,16 @@
 
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 
+import { sessionIdOf, verifyConfig } from "./config.js";
 import { SecAggDevice } from "./device.js";
 import { type Floors, DEFAULT_FLOORS, checkEpsLocal, policyOf } from "./floors.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
+import type { Admission } from "./merkle.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemJitter, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, type Stage, codeOf, participate, pause, timed
-} from "./round.js";
+import { type RoundOptions, type RoundOutcome, type Stage, codeOf, decline, participate, pause,
+  timed } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { AuthenticationError } from "./task.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
@@ -165,12 +167,32 @@ export function checkClock(deadlines: readonly bigint[], nowMs: number, overrunM
 }
 
 /**
+ * Give up the seat of a genuine task this device refuses (`decline` of src/round.ts, as the
+ * Python device's `decline_round`), so that its round's first stage does not wait for it to
+ * the deadline. Only for a config the coordinator signed and an aggregator the page may call:
+ * a config that does not verify (or parse) names no round this device has a seat in.
+ */
+async function declineTask(task: Task, identity: Identity, admission: Admission,
+                           options: LoopOptions): Promise<boolean> {
+  let sessionId: Uint8Array;
+  let aggregator: Client<typeof SecureAggregation>;
+  try {
+    verifyConfig(task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic);
+    sessionId = await sessionIdOf(task.roundConfig);
+    aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
+  } catch {
+    return false;
+  }
+  return decline(aggregator, sessionId, identity.identitySeed, admission, options);
+}
+
+/**
  * Check in until this device gets a task, then take part in its round: one task, one result.
  * A task that is not genuine (`onTaskRefused`) is not a result: the device remembers it as
  * known and checks in again, after a backoff, for the round's next task (as fleet.py does).
  * A genuine task refused by the device (its floors, its clock, its budget, its config checks)
- * ends as `device_aborted` before its report is made (no budget is spent) and before anything
- * is sent to the aggregator. `signal` stops it: the abort's reason is thrown (during a round
+ * ends as `device_aborted` before its report is made (no budget is spent); the one call the
+ * aggregator then gets is its Decline (`declineTask`: the round need not wait for it). `signal` stops it: the abort's reason is thrown (during a round
  * too: the device then leaves it, as one that drops out).
  */
 export async function nextRound(coordinator: Coordinator, identity: Identity,
@@ -268,6 +290,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       checkClock(device.config.deadlines, (options.now ?? Date.now)(), options.overrunMs);
       ones = await timed(roundOptions.timings, "report", () => options.report(task, taskFloors));
     } catch (error) {
+      await declineTask(task, identity, admission, options);
       return refused(error);
     }
     const result = await participate(aggregator, device, ones, identity.identitySeed, admission,

@@ -32,7 +32,7 @@ import type {
 } from "./device.js";
 import {
   AdvertiseKeysRequestSchema, AwaitStageRequestSchema, type AwaitStageResponse, AwaitStatus,
-  type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
+  DeclineRequestSchema, type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
   EncryptedShareSchema, MaskedInputHeaderSchema, MaskedVectorSchema, OwnerShareSchema,
   type SecAggAdmission, SecAggAdmissionSchema, SecAggStage, type SecureAggregation,
   SubmitConsistencyRequestSchema, type SubmitResponse, SubmitResponseSchema,
@@ -47,7 +47,7 @@ import { DeviceAbort, type EncryptedShare } from "./secagg.js";
 /** The library's stages, numbered as fedhh.secagg.Stage (the wire's SecAggStage is one more). */
 export enum Stage { ADVERTISE_KEYS, SHARE_KEYS, MASKED_INPUT, CONSISTENCY_CHECK, UNMASK, DONE }
 
-export type CallKind = "await" | "shares" | "masked-input" | "consistency" | "unmask";
+export type CallKind = "await" | "shares" | "masked-input" | "consistency" | "unmask" | "decline";
 
 const CALL_LABEL = utf8("fedhh/aggregator/v1/call");
 
@@ -346,6 +346,37 @@ const CODE_OUTCOMES: Partial<Record<Code, RoundOutcome["outcome"]>> = {
   [Code.FailedPrecondition]: "late", [Code.Unavailable]: "unavailable",
   [Code.Canceled]: "unavailable", [Code.DeadlineExceeded]: "timed_out",
 };
+
+/**
+ * Give up this device's seat in round `sessionId` before it advertises its keys
+ * (SecureAggregation.Decline, signed as the admitted device: device_client.py's `decline`), so
+ * that the round's first stage stops waiting for it instead of running to its deadline. It
+ * says no reason. True once the aggregator has it (a repeat's answer too); false when it could
+ * not be told (an aggregator older than the call answers unimplemented; one unreachable through
+ * the retries; a stage closed already): the round then goes on without the device at the
+ * deadline, as before devices could decline. Throws only `options.signal`'s reason.
+ */
+export async function decline(aggregator: Client<typeof SecureAggregation>, sessionId: Uint8Array,
+                              identitySeed: Uint8Array, admission: Admission,
+                              options: RetryOptions & { callTimeoutMs?: number } = {}
+                             ): Promise<boolean> {
+  const request = create(DeclineRequestSchema, {
+    sessionId, credentials: create(DeviceCredentialsSchema, {
+      admission: admissionToPb(admission),
+      signature: ed25519Sign(identitySeed, callTranscript("decline", sessionId,
+                                                          admission.deviceId, new Uint8Array())),
+    }) });
+  const call = {
+    timeoutMs: options.callTimeoutMs ?? 30_000,
+    ...(options.signal === undefined ? {} : { signal: options.signal }) };
+  try {
+    await retrying(() => aggregator.decline(request, call), options);
+    return true;
+  } catch (error) {
+    if (!(error instanceof ConnectError)) throw error;
+    return false;
+  }
+}
 
 /**
  * Run `device` through its round: `ones` is its randomized report (ascending 1-bit indices),

@@ -8,23 +8,26 @@
  *   known and waited past, with a backoff, at no cost; before, the device stopped with the
  *   refusal (a coordinator restarted with a new signing key stopped every web device);
  * - a round below the device's floors, or whose first stage closed long ago by the device's
- *   clock (`checkClock`), spends none of its budget and sends nothing to the aggregator.
+ *   clock (`checkClock`), spends none of its budget and sends the aggregator nothing but its
+ *   Decline (the seat given up, so the round need not wait for it to the deadline; before,
+ *   nothing at all was sent).
  */
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
 
 import { MemoryBudgetStore } from "../src/budget.js";
-import { equal } from "../src/bytes.js";
+import { concat, equal, u32, utf8 } from "../src/bytes.js";
 import { type Floors, DEFAULT_FLOORS } from "../src/floors.js";
+import { DeclineRequestSchema } from "../src/gen/fedhh/v1/aggregator_pb.js";
 import {
   DeviceService, type GetTaskRequest, type SignedTask, type Task, GetTaskResponseSchema, TaskSchema,
 } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore } from "../src/identity.js";
-import { ed25519PublicFromSeed, sha256 } from "../src/primitives.js";
+import { LABELS, ed25519PublicFromSeed, ed25519Verify, sha256 } from "../src/primitives.js";
 import { type DeviceEvent, type DeviceSummary, runDevice } from "../src/run.js";
 import { CoordinatorClient, type Identity } from "../src/wire.js";
 import { type RoundSpec, signTask, signedRound } from "./cohort.js";
@@ -33,6 +36,7 @@ const COORDINATOR_SEED = new Uint8Array(32).fill(5);
 const OTHER_SEED = new Uint8Array(32).fill(6);
 const DEVICE_ID = 42n;
 const NOW = 1_800_000_000_000;  // the device's clock (Unix ms)
+const DECLINE = "/fedhh.v1.SecureAggregation/Decline";
 
 const identity: Identity = {
   deviceId: DEVICE_ID, credential: new Uint8Array(32).fill(1),
@@ -77,6 +81,8 @@ interface Scenario {
   requests: GetTaskRequest[];
   /** The aggregator calls made (every one refused: round_aborted). */
   aggregatorCalls: string[];
+  /** The bodies of the Decline calls among them. */
+  declineBodies: Uint8Array[];
 }
 
 /**
@@ -106,6 +112,7 @@ async function scenario(answer: Answer, options: { floors?: Floors; tasks?: numb
     });
   });
   const aggregatorCalls: string[] = [];
+  const declineBodies: Uint8Array[] = [];
   const identities = new MemoryIdentityStore();
   await identities.save(identity);
   const events: DeviceEvent[] = [];
@@ -115,14 +122,17 @@ async function scenario(answer: Answer, options: { floors?: Floors; tasks?: numb
     coordinator: new CoordinatorClient(transport),
     floors: options.floors ?? SMALL_FLOORS, now: () => NOW, jitter: options.jitter ?? (() => 0),
     signal: stop.signal, ...(options.tasks === undefined ? {} : { tasks: options.tasks }),
-    fetch: async (url) => {
+    fetch: async (url, init) => {
       aggregatorCalls.push(String(url));
+      if (String(url).endsWith(DECLINE)) {
+        declineBodies.push(new Uint8Array(init!.body as Uint8Array));
+      }
       return new Response(JSON.stringify({ code: "aborted", message: "refused by the test" }),
                           { status: 409, headers: { "Content-Type": "application/json" } });
     },
     onEvent: (event) => events.push(event),
   });
-  return { summary, events, requests, aggregatorCalls };
+  return { summary, events, requests, aggregatorCalls, declineBodies };
 }
 
 const kinds = (events: DeviceEvent[]) => events.map((e) => e.type)
@@ -192,8 +202,14 @@ test("a refused task handed back again and again is asked for with a growing bac
   assert.deepEqual(aggregatorCalls, []);
 });
 
+/** How many of `calls` (aggregator URLs) were Declines, and how many were not. */
+function declines(calls: string[]): { declined: number; sent: number } {
+  const declined = calls.filter((url) => url.endsWith(DECLINE)).length;
+  return { declined, sent: calls.length - declined };
+}
+
 /** The one result of a device given `spec`'s task (naming the aggregator by `webUrl`) under
- * `floors`, and what it cost. */
+ * `floors`, and what it cost: `sent` the aggregator calls but Declines, `declined` those. */
 async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS,
                         webUrl = "https://aggregator.test", fields: TaskFields = {}) {
   const { summary, events, aggregatorCalls } = await scenario(
@@ -201,7 +217,7 @@ async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS,
     { floors, tasks: 1 });
   const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
   assert.equal(results.length, 1);
-  return { result: results[0]!, spent: summary.spent, sent: aggregatorCalls.length };
+  return { result: results[0]!, spent: summary.spent, ...declines(aggregatorCalls) };
 }
 
 test("a round the device takes part in is spent and sent (the tests' control)", async () => {
@@ -228,25 +244,49 @@ test("a page reloaded mid-round, handed the round's task again, spends nothing m
   assert.deepEqual(results.map((r) => r.outcome), ["device_aborted"]);
   assert.match(results[0]!.detail, /before the page was reloaded/);
   assert.equal(reloaded.summary.spent, 1, "the reload spent nothing more");
-  assert.deepEqual(reloaded.aggregatorCalls, []);
+  // (its Decline alone: the aggregator refuses it, the first load having advertised its keys)
+  assert.deepEqual(declines(reloaded.aggregatorCalls), { declined: 1, sent: 0 });
   assert.equal((await budgetStore.load())!.spends.length, 1);
 });
 
-test("a round below the device's floors spends none of its budget and sends nothing", async () => {
+test("a round below the device's floors spends none of its budget and only declines", async () => {
   // n_min 3 below the default floor of 100.
   const low = await oneRound(SMALL, DEFAULT_FLOORS);
   assert.equal(low.result.outcome, "device_aborted");
   assert.match(low.result.detail, /n_min=3 < floor 100/);
-  assert.deepEqual([low.spent, low.sent], [0, 0]);
+  assert.deepEqual([low.spent, low.sent, low.declined], [0, 0, 1]);
   // (n, k, t) = (40, 4, 2) fails the lying-server bound at 5% corrupt devices.
   const weak = await oneRound({ ...SMALL, n: 40, k: 4, t: 2 });
   assert.equal(weak.result.outcome, "device_aborted");
   assert.match(weak.result.detail, /\(n, k, t\) = \(40, 4, 2\) fails the lying-server bound/);
-  assert.deepEqual([weak.spent, weak.sent], [0, 0]);
+  assert.deepEqual([weak.spent, weak.sent, weak.declined], [0, 0, 1]);
   // eps_local above the device's cap (10).
   const eps = await oneRound(SMALL, { ...SMALL_FLOORS, maxEpsLocal: 0.5 });
   assert.match(eps.result.detail, /eps_local 1.0, above this device's limit 0.5/);
-  assert.deepEqual([eps.spent, eps.sent], [0, 0]);
+  assert.deepEqual([eps.spent, eps.sent, eps.declined], [0, 0, 1]);
+});
+
+test("a refused round's Decline is this device's, signed over the call as the aggregator reads it",
+     async () => {
+  // The transcript written out as fedhh/rpc/aggregator_wire.py's call_transcript writes it:
+  // label || len(kind) kind || len(session) session || device id || len(digest) digest (empty).
+  let config: Uint8Array | undefined;
+  const { declineBodies } = await scenario(async (request) => {
+    const signed = await taskFor(request, 1, SMALL);
+    config = fromBinary(TaskSchema, signed.task).roundConfig;
+    return signed;
+  }, { floors: DEFAULT_FLOORS, tasks: 1 });
+  assert.equal(declineBodies.length, 1);
+  const sent = fromBinary(DeclineRequestSchema, declineBodies[0]!);
+  const session = await sha256(LABELS.session, config!);
+  assert.ok(equal(sent.sessionId, session));
+  const admission = sent.credentials!.admission!;
+  assert.equal(admission.deviceId, 1);
+  assert.ok(equal(admission.identityKey, ed25519PublicFromSeed(identity.identitySeed)));
+  const field = (data: Uint8Array) => concat(u32(data.length), data);
+  const transcript = concat(utf8("fedhh/aggregator/v1/call"), field(utf8("decline")),
+                            field(session), u32(1), field(new Uint8Array()));
+  assert.ok(ed25519Verify(admission.identityKey, sent.credentials!.signature, transcript));
 });
 
 test("a round whose first stage closed beyond the patience by its clock costs nothing", async () => {
@@ -255,11 +295,11 @@ test("a round whose first stage closed beyond the patience by its clock costs no
   assert.equal(late.result.outcome, "device_aborted");
   assert.match(late.result.detail,
                /^the round's first stage closed 61 s ago by this device's clock/);
-  assert.deepEqual([late.spent, late.sent], [0, 0]);
+  assert.deepEqual([late.spent, late.sent, late.declined], [0, 0, 1]);
   // 29 s past it: within the patience, the device takes part.
   const within = await oneRound({ ...SMALL, deadlines: SMALL.deadlines.map((d) => d - 89_000n) });
   assert.equal(within.result.outcome, "round_aborted", within.result.detail);
-  assert.deepEqual([within.spent, within.sent > 0], [1, true]);
+  assert.deepEqual([within.spent, within.sent > 0, within.declined], [1, true, 0]);
 });
 
 test("a task naming a plain-http aggregator, in an https page, costs nothing", async () => {
@@ -271,7 +311,8 @@ test("a task naming a plain-http aggregator, in an https page, costs nothing", a
     const blocked = await oneRound(SMALL, SMALL_FLOORS, "http://aggregator.test:7180");
     assert.equal(blocked.result.outcome, "device_aborted");
     assert.match(blocked.result.detail, /^the Connect URL of aggregator .* is plain http .* mixed content/);
-    assert.deepEqual([blocked.spent, blocked.sent], [0, 0]);
+    // (not even a Decline: the page cannot call that aggregator)
+    assert.deepEqual([blocked.spent, blocked.sent, blocked.declined], [0, 0, 0]);
     // A loopback aggregator over http is allowed by browsers: the device takes part.
     const loopback = await oneRound(SMALL, SMALL_FLOORS, "http://127.0.0.1:7180");
     assert.equal(loopback.result.outcome, "round_aborted", loopback.result.detail);
@@ -287,24 +328,28 @@ test("a task of a coordinator newer than the page's code is refused at no cost, 
   // "unsupported RoundConfig version 5" (or "unknown codebook ..."), every round, with no word
   // of what to do.
   const reload = /this page's device code is older than the coordinator's: reload the page \(if this persists, the site or a cache still serves an older bundle/;
-  const cases: [string, RoundSpec, TaskFields, RegExp][] = [
+  // A config the page cannot read names no seat it could give up; a task it cannot take in a
+  // round it can read is declined.
+  const cases: [string, RoundSpec, TaskFields, RegExp, number][] = [
     ["a config version", { ...SMALL, version: 5 }, {},
-     /ConfigError: unsupported RoundConfig version 5 \(this device reads version 4\): /],
-    ["a config flag", { ...SMALL, flags: 7 }, {}, /ConfigError: unknown RoundConfig flags 0x7: /],
-    ["a codebook", SMALL, { codec: "french" }, /^unknown codebook "french"; .* A task that names it: /],
-    ["a code width", SMALL, { maxBits: 5000 }, /^max_bits must be .*, got 5000 \(from a task: /],
-    ["a selection rule", SMALL, { selection: "stratified" }, /^selection must be .*, got "stratified": /],
+     /ConfigError: unsupported RoundConfig version 5 \(this device reads version 4\): /, 0],
+    ["a config flag", { ...SMALL, flags: 7 }, {}, /ConfigError: unknown RoundConfig flags 0x7: /,
+     0],
+    ["a codebook", SMALL, { codec: "french" }, /^unknown codebook "french"; .* A task that names it: /,
+     1],
+    ["a code width", SMALL, { maxBits: 5000 }, /^max_bits must be .*, got 5000 \(from a task: /, 1],
+    ["a selection rule", SMALL, { selection: "stratified" },
+     /^selection must be .*, got "stratified": /, 1],
   ];
-  for (const [what, spec, fields, detail] of cases) {
-    const { result, spent, sent } = await oneRound(spec, SMALL_FLOORS, "https://aggregator.test",
-                                                   fields);
-    assert.equal(result.outcome, "device_aborted", what);
-    assert.match(result.detail, detail, what);
-    assert.match(result.detail, reload, what);
-    assert.deepEqual([spent, sent], [0, 0], what);
+  for (const [what, spec, fields, detail, declined] of cases) {
+    const round = await oneRound(spec, SMALL_FLOORS, "https://aggregator.test", fields);
+    assert.equal(round.result.outcome, "device_aborted", what);
+    assert.match(round.result.detail, detail, what);
+    assert.match(round.result.detail, reload, what);
+    assert.deepEqual([round.spent, round.sent, round.declined], [0, 0, declined], what);
   }
   // The other way round: a coordinator older than the page's code.
   const older = await oneRound({ ...SMALL, version: 3 });
   assert.match(older.result.detail, /ConfigError: unsupported RoundConfig version 3 \(this device reads version 4\): the coordinator is older than this page's device code: the operator must serve the bundle built from the coordinator's fedhh version, or upgrade the coordinator$/);
-  assert.deepEqual([older.spent, older.sent], [0, 0]);
+  assert.deepEqual([older.spent, older.sent, older.declined], [0, 0, 0]);
 });
