@@ -132,12 +132,17 @@ class RunParts:
         ledger = stored_ledger(row)
         state = _read(row, "tree", TreeState.from_dict)
         width = config.code_bits(Mode.NETWORK)
-        codec = Codec.from_spec(config.codec, width)
+        codec = run_codec(config)
         mechanism, rounds = mechanisms(config, ledger)
         tree = PrefixTree(config.tree(Mode.NETWORK), codec, mechanism,
                           _read(row, "deny_codes", lambda codes: cw.from_ints(codes, width)),
                           rounds)
         return cls(row.run_id, config, tree, state, ledger)
+
+
+def run_codec(config: RunConfig) -> Codec:
+    """The codec of a networked run of ``config``."""
+    return Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
 
 
 # The runs whose deny lists are kept displayed (ShownDenyLists), the latest shown: a list may
@@ -195,7 +200,10 @@ class ShownDenyLists:
         if kept is not None:
             return kept
         row = store.run(run_id)
-        codec = RunParts.load(row).tree.codec
+        # (the codec alone: the run's parts whole, its deny list made the tree's, are
+        # GetResults' own to load; loaded here too, a first GetResults loaded them twice,
+        # ~1 s more with 300,000 items)
+        codec = run_codec(stored_config(row))
         shown = tuple(codec.display_item(code) for code in row.deny_codes)
         with self._lock:
             self._kept[run_id] = shown
