@@ -305,6 +305,15 @@ async function codecs(V: Json, load: BookLoader): Promise<void> {
     equal(got.map((g) => g.length), c.lengths, `lengths of ${name} at ${c.max_bits} bits`);
     equal(got.map((g) => g.truncated), c.truncated, `truncation of ${name} at ${c.max_bits} bits`);
   }
+  for (const b of V.codec.boundaries) {
+    if (!books.has(b.spec)) books.set(b.spec, await codebookFromSpec(b.spec, load));
+    const item: string = V.codec.prefix_families[b.item];
+    const got = new Codec(books.get(b.spec)!, b.max_bits).encodeItem(item);
+    const what = `${JSON.stringify(item)} in ${b.spec} at ${b.max_bits} bits`;
+    equal(got.code.toString(16), b.code, `the code of ${what}`);
+    equal(got.length, b.length, `the length of ${what}`);
+    equal(got.truncated, b.truncated, `the truncation of ${what}`);
+  }
   for (const [name, key] of Object.entries(BUILTIN_BOOK_KEYS)) {
     equal(key, V.codec.keys[name], `the pinned key of ${name} (update BUILTIN_BOOK_KEYS)`);
   }

@@ -457,6 +457,20 @@ CODEC_ITEMS = [
     "\u0915\u094d\u0937", "\U0001f600" * 60,
 ]
 CODEC_BITS = (8, 20, 60, 64, 65, 128, 300, 1500)
+# Families of items that are prefixes of one another, where a token book's canonical writing
+# could differ at the item's end (`10` of `100`, `.com` of `.com/`, `n't` of `don't`), each
+# encoded at its own code's length and a bit either side: the end symbol just fits, is cut, or
+# leaves one bit of padding
+PREFIX_FAMILIES = [
+    "https://x.com", "https://x.com/", "https://x.com/a", "https://x.com/a?b=1",
+    "https://x.com/a?b=1&c=2", "https://", "https://www.", "https://www.x.com/", "www.", ".com",
+    ".com/", "1", "10", "100", "1000", "10000", "2017", "20", "201", "20170", "0.5", "0.50",
+    ".14", "3.14", "3.141", "+1", "+1-", "+1-555", "a@b.c", "a@b.co", "a@b.com", "@gmail.com",
+    "a@gmail.com", "a@gmail.co", "a@gmail.comm", "@", "👍", "👍🏽", "👩", "👩\u200d", "👩\u200d💻",
+    "🇺", "🇺🇸", "🇺🇸🇬", "🇺🇸🇬🇧", "1\ufe0f", "1\ufe0f\u20e3", "e", "\u00e9", "e\u0301", "the",
+    "there", "therefore", "n't", "don", "don'", "don't", "ß", "ßß", "😂", "😂😂",
+]
+BOUNDARY_SPECS = ("unicode", "general", "tokens", "english")
 
 
 def codec_vectors() -> dict[str, Any]:
@@ -483,9 +497,19 @@ def codec_vectors() -> dict[str, Any]:
                           "codes": [format(c, "x") for c in cw_ints(encoded.codes)],
                           "lengths": encoded.lengths.tolist(),
                           "truncated": encoded.truncated.tolist()})
+    boundaries = []
+    for spec in BOUNDARY_SPECS:
+        lengths = Codec(spec, MAX_SUPPORTED_BITS).encode_many(PREFIX_FAMILIES).lengths.tolist()
+        for at, (item, length) in enumerate(zip(PREFIX_FAMILIES, lengths, strict=True)):
+            for bits in (length - 1, length, length + 1):
+                encoded = Codec(spec, bits).encode_many([item])
+                boundaries.append({"spec": spec, "item": at, "max_bits": bits,
+                                   "code": format(cw_ints(encoded.codes)[0], "x"),
+                                   "length": int(encoded.lengths[0]),
+                                   "truncated": bool(encoded.truncated[0])})
     for spec in specs:  # the slow reference agrees with the fast encoder
         book = Codec(spec, 60).book
-        for item in CODEC_ITEMS:
+        for item in CODEC_ITEMS + PREFIX_FAMILIES:
             widest = MAX_SUPPORTED_BITS  # (a longer item is cut)
             reference = book.item_bits(item)[:widest]
             if Codec(spec, widest).encode(item) >> (widest - len(reference)) != int(reference, 2):
@@ -529,7 +553,8 @@ def codec_vectors() -> dict[str, Any]:
             refused_books.append({"name": name, "json": json.dumps(data, ensure_ascii=False)})
         else:
             raise SystemExit(f"Python accepted the bad codebook '{name}'")
-    return {"items": CODEC_ITEMS, "cases": cases, "keys": keys, "refused_items": refused_items,
+    return {"items": CODEC_ITEMS, "cases": cases, "prefix_families": PREFIX_FAMILIES,
+            "boundaries": boundaries, "keys": keys, "refused_items": refused_items,
             "refused_books": refused_books}
 
 
