@@ -672,7 +672,8 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
                  advertise_ms: int | None = None) -> str:
     """What an abort for too few devices adds to its reason (``RoundLink._too_few``): the
     devices each stage accepted, the cohort and n_min, and where to look. Devices that refuse
-    a round never reach the aggregator; devices that took part and then fell short at a later
+    a round send their aggregator only their decline (``SecureAggregation.Decline``: no keys,
+    no report); devices that took part and then fell short at a later
     stage were late or dropped out. (The refusals are the device's: ``fedhh_device.budget``
     for the spent budget; before 2026-12-05 the list left out the budget and
     --max-eps-local, the reasons of a device that had taken part in earlier rounds.)
@@ -695,7 +696,7 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
         late += (f"; a device whose task reached it after the key-advertisement window "
                  f"closed, {advertise_ms} ms after the round opened (--advertise-ms, or "
                  "--stage-ms for every stage: milliseconds), was late")
-    # A device refuses a task before it contacts the aggregator: where the first stage
+    # A device refuses a task before it advertises its keys: where the first stage
     # accepted the whole cohort, none refused, and the list of refusals (before, named in
     # every such abort, three quarters of a 1,000-character reason) is left out.
     refusals = ("; devices that refuse a round (n_min below their --min-cohort, a local "
@@ -703,7 +704,7 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
                 "report would take their local epsilons' sum past --lifetime-eps-local in the "
                 "period, an (n, k, t) failing the lying-server bound they check at 5% corrupt "
                 "and 30% dropout, as a low expected_dropout can choose, a task not signed by "
-                "the coordinator key they enrolled with) never contact the aggregator: their "
+                "the coordinator key they enrolled with) only give up their seats: their "
                 "logs say \"refused the round\" and why") if (numbers[:1] or [0])[0] < cohort \
         else ""
     return f" ({accepted}{cohort} devices in the cohort, n_min {n_min}{refusals}{late})"

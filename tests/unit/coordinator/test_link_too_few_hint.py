@@ -66,3 +66,12 @@ def test_refusals_are_named_only_where_the_first_stage_missed_devices() -> None:
     assert len(full) < 450
     short = too_few_hint({"ADVERTISE_KEYS": 2990, "SHARE_KEYS": 2000}, 3000, 2700)
     assert '"refused the round" and why' in short and "outcome late" in short
+
+
+def test_the_refusals_say_the_devices_gave_up_their_seats() -> None:
+    """A device that refuses a round sends its aggregator its Decline (no keys, no report):
+    the hint said such devices "never contact the aggregator", which an operator reading the
+    aggregator's declined count would find untrue."""
+    hint = too_few_hint({"ADVERTISE_KEYS": 0}, 25, 15)
+    assert "only give up their seats" in hint
+    assert "never contact the aggregator" not in hint
