@@ -421,6 +421,9 @@ class CombinedRound:
         self.total = None
         self.state = RoundState.ABORTED
         self.abort_reason = reason
+        log.warning("sharded round aborted", extra={
+            "round_id": round_label(self.round_id), "reason": reason,
+            "reached_unmask": self.reached_unmask})
         self.finished.set()
         self._on_finish(self, RoundState.ABORTED)
 

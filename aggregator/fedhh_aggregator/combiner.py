@@ -268,7 +268,12 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                                      held=state == RoundState.RELEASED)
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
-        if self.journal is not None and round_.round_id in self.journal.records:
+        # (not again for a round whose record says so: one taken over after its release
+        # says so at its restore, before the journal is open for writes)
+        if self.journal is None:
+            return
+        record = self.journal.records.get(round_.round_id)
+        if record is not None and not record.unmask_started:
             self.journal.unmask_observed(round_.round_id)
 
     def _expired(self, round_: CombinedRound) -> None:

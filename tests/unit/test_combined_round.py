@@ -690,3 +690,24 @@ def test_a_release_whose_finish_cannot_be_written_aborts(tmp_path: Path) -> None
     assert round_.abort_reason == ("the combiner cannot record its release: [Errno 28] No "
                                    "space left on device")
     assert (first.told, second.told) == (["dropped"], ["dropped"])
+
+
+def test_a_total_taken_over_after_its_release_writes_nothing_before_the_journal_opens(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Its record says unmasking was reached: the takeover does not journal it again. Since
+    # 97e22abf (a round released before counts as reached unmasking) the restore tried to,
+    # before the journal was open: 'could not write the outcome journal: the journal is not
+    # open' at every start that took a total over.
+    first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
+
+    async def restarted() -> list[int]:
+        combiner = journaled(tmp_path, first, second)
+        try:
+            return await fetched_and_confirmed(combiner, first, second)
+        finally:
+            combiner.close()
+
+    asyncio.run(released_then_stopped(tmp_path, first, second))
+    caplog.clear()
+    assert asyncio.run(restarted()) == (3 * honest().astype(np.int64)).tolist()
+    assert "could not write the outcome journal" not in caplog.text
