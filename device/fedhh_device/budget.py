@@ -57,6 +57,7 @@ import numpy as np
 
 from fedhh.device.budget_sums import exceeds, exceeds_in_words
 from fedhh.errors import ConfigError, PrivacyError
+from fedhh.output_paths import open_new
 from fedhh.v1 import coordinator_pb2 as pb
 
 MAX_REPORTS = 256
@@ -226,7 +227,7 @@ class DeviceBudget:
         # CPU outside cryptography (a report at D = 2^16 holds thousands of indices).
         data = {"spends": [vars(s) for s in self.spends],
                 "reports": {k: vars(r) for k, r in self.reports.items()}}
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_new(tmp)
         with os.fdopen(fd, "w") as out:
             out.write(json.dumps(data))
             out.flush()

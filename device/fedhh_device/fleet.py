@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.backoff import ceiling
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
+from fedhh.output_paths import open_new
 from fedhh.rpc.channel_pool import DEVICE_CALLS_PER_CONNECTION
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
@@ -351,7 +352,7 @@ class Fleet:
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_new(tmp)
         with os.fdopen(fd, "w") as out:
             json.dump({str(u): i.to_json() for u, i in self._identities.items()}, out)
         os.replace(tmp, self.state_file)

@@ -26,6 +26,7 @@ from fedhh.output_paths import (
     check_output,
     check_output_dir,
     check_parent_folder,
+    open_new,
 )
 from fedhh.rpc import serving, task_census
 from fedhh.rpc.channel_pool import StubPool
@@ -253,12 +254,13 @@ def _holder(fd: int) -> str:
 def write_stats(path: Path, devices: int, stats: Any) -> None:
     tmp = Path(f"{path}.tmp")
     try:
-        tmp.write_text(json.dumps({
-            "devices": devices, "tasks": stats.tasks, "completed": stats.completed,
-            "dropped": stats.dropped, "late": stats.late, "failed": stats.failed,
-            "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
-            "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
-        }))
+        with os.fdopen(open_new(tmp, 0o666), "w") as out:
+            out.write(json.dumps({
+                "devices": devices, "tasks": stats.tasks, "completed": stats.completed,
+                "dropped": stats.dropped, "late": stats.late, "failed": stats.failed,
+                "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
+                "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
+            }))
         os.replace(tmp, path)
     except OSError as error:  # (made unwritable since the start: check_stats_file)
         raise ConfigError(f"--stats-file {path}: cannot write it "

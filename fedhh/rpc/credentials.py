@@ -5,7 +5,6 @@ its public half is written beside it, ``<file>.pub``, for the aggregator)."""
 from __future__ import annotations
 
 import codecs
-import contextlib
 import hmac
 import os
 import stat
@@ -16,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.input_files import SECRET_FILE_BYTES, read_whole
+from fedhh.output_paths import open_new
 
 MIN_SECRET_BYTES = 16
 # The services refuse authorization metadata over 512 characters ("Bearer " and the token).
@@ -221,13 +221,7 @@ def write_private(path: str | Path, text: str) -> None:
     a ``path`` that is a folder, left the secret, whole or in part, in ``.NAME.tmp``."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
-    # A new file, never one found there: a symbolic link left at the temporary's name was
-    # followed, and the secret written over whatever file it named (then renamed into place,
-    # the link made the secret's path name that file). A stale one (a kill mid-write) goes.
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                 0o600)
+    fd = open_new(tmp)
     try:
         with os.fdopen(fd, "w") as out:
             out.write(text)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedhh.output_paths import open_new
 from fedhh.rpc.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -153,5 +154,6 @@ async def start_metrics(port: int | None, host: str = "127.0.0.1",
 def write_ready(path: str | os.PathLike[str], content: dict[str, Any]) -> None:
     """Announce readiness: ``content`` as JSON, written atomically (readers never see half)."""
     tmp = Path(f"{os.fspath(path)}.tmp")
-    tmp.write_text(json.dumps(content))
+    with os.fdopen(open_new(tmp, 0o666), "w") as out:
+        out.write(json.dumps(content))
     os.replace(tmp, path)
