@@ -25,7 +25,7 @@ from typing import Any
 
 from fedhh.errors import ConfigError, StateError
 from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder
-from fedhh.rpc.credentials import load_or_create_signing_key
+from fedhh.rpc.credentials import load_or_create_signing_key, write_private
 from fedhh.rpc.tls import make_dev_pki
 
 # Generous: a busy machine (CI beside other work) can take tens of seconds to start a process
@@ -97,8 +97,11 @@ class LocalTopology:
         self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
         # (the selector token apart from the control token: the aggregation workers hold that
         # one, and a selector's stream can fill cohorts with any enrolled device)
+        # (a new file each, renamed into place: written into the file found there, a token
+        # went through a link put at its name to the file it named, and into one of 0644
+        # stayed readable by all)
         for name in ("control", "admin", "selector"):
-            _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
+            write_private(self.workdir / f"{name}.token", secrets.token_hex(24))
         self.signing_key = self.workdir / "coordinator-signing.pem"
         load_or_create_signing_key(self.signing_key)
         # The coordinator's store: a SQLite file here, or a postgresql:// URL.
@@ -385,12 +388,6 @@ def _lock_workdir(workdir: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
-
-
-def _write_secret(path: Path, value: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(value)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
