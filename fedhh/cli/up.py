@@ -573,9 +573,28 @@ def announce_dashboard(topo: Any, secure: bool) -> None:
           + (f"; its certificate is signed by {topo.workdir / 'tls' / 'ca.pem'}" if secure
              else "") + ")", flush=True)
     transport = ["--ca", str(topo.workdir / "tls" / "ca.pem")] if secure else ["--insecure"]
-    line = shlex.join(["fedhh", "admin", "--coordinator", topo.address("coordinator"),
+    line = shlex.join([*runnable_fedhh(), "admin", "--coordinator", topo.address("coordinator"),
                        *transport, "--token-file", str(topo.workdir / "admin.token"), "list"])
     print(f"admin: {line} (or status, results RUN: `fedhh admin --help`)", flush=True)
+
+
+def runnable_fedhh() -> list[str]:
+    """How another shell runs this fedhh: ``fedhh`` where that name on PATH is this
+    environment's script, else the script's path (the README runs ``.venv/bin/fedhh`` and
+    ``bootstrap.py`` the environment's Python, neither activating it), else this Python's
+    ``-m fedhh.cli.main``. The interpreter's path is not resolved: a virtualenv's ``python``
+    links to the system's, whose folder holds no fedhh."""
+    import os
+    import shutil
+
+    script = Path(sys.executable).with_name("fedhh")
+    if not script.is_file():
+        return [sys.executable, "-m", "fedhh.cli.main"]
+    found = shutil.which("fedhh")
+    with contextlib.suppress(OSError):
+        if found is not None and os.path.samefile(found, script):
+            return ["fedhh"]
+    return [str(script)]
 
 
 def announce_web(topo: Any, secure: bool, devices: int) -> None:
