@@ -399,10 +399,11 @@ def render(report: dict[str, Any]) -> str:
     if report["stages"]:
         lines.append("  stages at the aggregator(s) (wall s; CPU s of all aggregators / "
                      "coordinator / all devices, meanwhile):")
+    width = max((len(st["stage"]) for st in report["stages"]), default=0)
     for st in report["stages"]:
         cpu = st["cpu_s"]
         how = "early" if st["early"] else "at its deadline"
-        lines.append(f"    {st['round_id']} {st['stage']:15s} {st['seconds']:6.2f} s, "
+        lines.append(f"    {st['round_id']} {st['stage']:{width}s} {st['seconds']:6.2f} s, "
                      f"{st['accepted']} accepted, closed {how}; CPU {cpu['aggregator']:.1f} / "
                      f"{cpu['coordinator']:.1f} / {cpu['devices']:.1f}")
     lines.append("  call latency as devices see it (ms):")

@@ -131,3 +131,18 @@ def test_the_report_gives_a_released_round_s_contributors_beside_its_charge() ->
     shown = loadtest.render(report)
     assert "round 1.1: released, 100 contributors (charged at 80)," in shown
     assert "round 2.1: released, 90 contributors," in shown
+
+
+def test_the_stage_rows_keep_their_columns() -> None:
+    # CONSISTENCY_CHECK, 17 letters, overran the 15 columns its name was padded to: its row's
+    # figures stood two columns right of the other stages'.
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    cpu = {"aggregator": 0.0, "coordinator": 0.0, "devices": 0.1}
+    stages = [{"round_id": "load/1/1/ab", "stage": name, "seconds": 0.5, "accepted": 99,
+               "early": True, "cpu_s": cpu}
+              for name in ("ADVERTISE_KEYS", "SHARE_KEYS", "CONSISTENCY_CHECK", "UNMASK")]
+    report = loadtest._report(LoadSpec(devices=100, dim=1024, dropout=0.1),
+                              pb.Run(state="done"), 1.0, {}, [], stages)
+    rows = [line for line in loadtest.render(report).splitlines() if "load/1/1/ab" in line]
+    assert len(rows) == 4 and len({row.index(" s, 99 accepted") for row in rows}) == 1, rows
