@@ -199,7 +199,8 @@ def code_block_lines(path: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/codecs.md", "docs/privacy.md",
-                                 "docs/networked.md"])
+                                 "docs/networked.md", "docs/datasets.md", "docs/dashboard.md",
+                                 "docs/web-devices.md", "docs/scaling.md"])
 def test_documented_options_exist(doc: str) -> None:
     """Every option a `fedhh ...` command of these pages' code blocks names is an option of
     that command (docs/codecs.md said `fedhh simulate --encoding german`: the option is
