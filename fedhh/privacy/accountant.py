@@ -214,7 +214,8 @@ def repeat_offsets(offsets: Sequence[float], items: Sequence[int]) -> tuple[floa
 def check_offsets(eps_local: float, offsets: Sequence[float] | None, rounds: int,
                   method: str) -> list[float]:
     """Every round's local epsilon under ``offsets`` (None: all eps_local); PrivacyError for
-    a wrong length, a method other than "sum", or a round whose epsilon is not positive."""
+    a wrong length, a method other than "sum", or a round whose epsilon is not positive or is
+    positive but below what a device's coins resolve (``_resolved``)."""
     if offsets is None or not len(offsets):
         return [eps_local] * rounds
     if len(offsets) != rounds:
@@ -222,8 +223,30 @@ def check_offsets(eps_local: float, offsets: Sequence[float] | None, rounds: int
     if method != "sum" and any(o != 0 for o in offsets):
         raise PrivacyError(f"per-round allocations are accounted by the sum method only, "
                            f"not {method!r}")
-    return [check_eps_local(eps_local + float(o), f"eps_local of round {i + 1}")
-            for i, o in enumerate(offsets)]
+    return [_resolved(check_eps_local(eps_local + float(o), f"eps_local of round {i + 1}"),
+                      i + 1) for i, o in enumerate(offsets)]
+
+
+# Far above the coins' floor (~9.31e-10): a round's epsilon above it needs no exact check.
+_SURELY_RESOLVED = 1e-6
+
+
+def _resolved(eps: float, round_: int) -> float:
+    """``eps``, a round's positive local epsilon, where the device's randomized response tells
+    a 0 from a 1 at it (``fedhh.device.randomizer.a0_threshold``: P[0 -> 1] = m / 2^32 below
+    1/2); PrivacyError where it does not. An allocation's round runs at eps_local + ln(its
+    weight), which an explicit eps_local (or the coordinator's max_eps_local) can leave just
+    above 0: a completion round at 7.8e-11 (eps_local 1, --completion-weight 0.3678794412)
+    ended `fedhh simulate` in a ZeroDivisionError (its estimator's scale 1 / (a1 - a0)); now
+    the round is not budgeted, as one at 0 is not."""
+    if eps >= _SURELY_RESOLVED:
+        return eps
+    from fedhh.device.randomizer import SCALE, a0_threshold
+
+    if 2 * a0_threshold(eps) < SCALE:
+        return eps
+    raise PrivacyError(f"eps_local of round {round_} is {eps:g}, below what a device's coins "
+                       "resolve (2^-32, at least 9.32e-10): its reports would carry nothing")
 
 
 def window_order(orders: np.ndarray) -> float:
