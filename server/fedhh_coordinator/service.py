@@ -18,6 +18,7 @@ from fedhh.errors import (
     AuthenticationError,
     ConfigError,
     ConflictError,
+    NotFoundError,
     RateLimited,
     StoreDamaged,
     shown,
@@ -284,6 +285,11 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)
+        if request.run_id in self._storing:
+            # (before: "unknown run", and a caller whose StartRun passed its deadline started
+            # it again)
+            raise NotFoundError(f"run {shown(request.run_id)} is not stored yet: a StartRun of "
+                                "it is storing it")
         return await self._answer(request.run_id)
 
     @status_errors

@@ -197,3 +197,28 @@ def test_a_cancel_of_a_run_whose_storing_failed_is_not_found(
     assert isinstance(started, Refused) and started.code == grpc.StatusCode.UNAVAILABLE
     assert isinstance(cancelled, Refused), cancelled
     assert cancelled.code == grpc.StatusCode.NOT_FOUND and "unknown run" in cancelled.details
+
+
+def test_a_get_run_of_a_run_being_stored_says_so(tmp_path: Path, held: HeldWrites) -> None:
+    admin, store = service(tmp_path)
+
+    async def go() -> tuple[Refused | pb.Run, pb.Run]:
+        first = await storing(admin, held)
+        try:
+            asked: Refused | pb.Run = await admin.GetRun(
+                pb.GetRunRequest(run_id="p"), Context())  # type: ignore[arg-type]
+        except Refused as refused:
+            asked = refused
+        finally:
+            held.release.set()
+        await first
+        return asked, await admin.GetRun(pb.GetRunRequest(run_id="p"),
+                                         Context())  # type: ignore[arg-type]
+
+    try:
+        asked, stored = asyncio.run(go())
+    finally:
+        store.close()
+    assert isinstance(asked, Refused) and asked.code == grpc.StatusCode.NOT_FOUND, asked
+    assert "not stored yet: a StartRun of it is storing it" in asked.details
+    assert stored.state == "pending"
