@@ -154,6 +154,11 @@ class DeviceBudget:
             # (RecursionError: arrays nested thousands deep; before, a traceback)
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
                 raise ConfigError(f"{path} is corrupt: {error}") from None
+            # (a folder or an unreadable file there: the task is refused as for a corrupt one,
+            # its seat given up; before, the OSError failed the task as a bug would, and the
+            # seat was kept, never used)
+            except OSError as error:
+                raise ConfigError(f"{path} cannot be read: {error.strerror or error}") from None
         return budget
 
     def spent(self, now: float | None = None) -> float:

@@ -62,3 +62,14 @@ def test_a_well_formed_file_is_read_and_its_spends_count(tmp_path: Path) -> None
     # A report of another run within the cap is made.
     assert budget.report(pb.Task(run_id="s", round=0, eps_local=10.0),
                          lambda: np.array([3])).tolist() == [3]
+
+
+def test_a_budget_file_that_cannot_be_read_is_refused_as_the_device_refuses_a_task(
+        tmp_path: Path) -> None:
+    """A folder at the file's name (or a file the process may not read): a ConfigError, which
+    the device answers by giving up its seat (``Fleet._perform``). Before, the OSError failed
+    the task as a bug would, logged with its traceback, and the seat was kept, never used."""
+    path = tmp_path / "5.json"
+    path.mkdir()
+    with pytest.raises(ConfigError, match=r"5\.json cannot be read: Is a directory"):
+        DeviceBudget.load(path, 100.0, 3600.0)
