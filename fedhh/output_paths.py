@@ -144,17 +144,18 @@ def write_output(option: str, path: str, text: str) -> None:
                           ) from None
 
 
-def open_new(tmp: str | Path, mode: int = 0o600) -> int:
+def open_new(tmp: str | Path, mode: int = 0o600, *, append: bool = False) -> int:
     """A descriptor, for writing, of ``tmp`` made new (the temporary file a state or secret
     file is written to before it is renamed into place): whatever is at the name goes first
     (a write cut short left it), and a symbolic link put there in the meantime is refused,
     not followed. Before, such a link was followed and the file it named written over, and
     a stale temporary kept its own mode (a secret written into one of 0644 was readable by
-    all)."""
+    all). ``append``: every write goes to the end (a journal that keeps appending to the
+    file once renamed)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
-    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                   mode)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    return os.open(tmp, flags | (os.O_APPEND if append else 0), mode)
 
 
 def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, waiting: str,

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder, hold_lock
+from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder, hold_lock, open_new
 from fedhh.rpc.errors import MAX_DETAILS
 from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
@@ -372,7 +372,7 @@ class Journal:
         # the directory and the renamed file were opened after the rename, and a failed open
         # (EMFILE) left the appends going to the replaced file, unlinked: every later line
         # lost, each of those rounds "never opened" to the coordinator after a restart.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        fd = open_new(tmp, append=True)  # (a link left at the name is not followed)
         try:
             _write_all(fd, data)
             os.fsync(fd)

@@ -202,3 +202,27 @@ def test_a_state_path_of_the_wrong_kind_is_named_for_what_it_is(tmp_path: Path) 
         Journal(tmp_path / "state").load()
     assert str(refused.value) == (f"cannot read the journal {tmp_path / 'state' / 'outcomes.jsonl'}"
                                   ": Is a directory")
+
+
+def test_a_link_at_the_rewrite_temporary_is_not_followed(tmp_path: Path) -> None:
+    """The compaction writes ``outcomes.jsonl.tmp`` made new: a symbolic link left at that
+    name is replaced, not followed. Before (O_TRUNC through the link), the file it named was
+    emptied and overwritten with the journal's lines."""
+    journal = _journal(tmp_path)
+    asyncio.run(journal.opened(b"r1", SESSION))
+    journal.close()
+    victim = tmp_path.parent / f"{tmp_path.name}-elsewhere.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "outcomes.jsonl.tmp").symlink_to(victim)
+    restarted = Journal(tmp_path)
+    restarted.load()
+    try:
+        restarted.rewrite()
+        asyncio.run(restarted.opened(b"r2", SESSION))
+    finally:
+        restarted.close()
+    assert victim.read_text() == "precious\n"
+    written = tmp_path / "outcomes.jsonl"
+    assert not written.is_symlink()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert sorted(Journal(tmp_path).load()) == [b"r1", b"r2"]
