@@ -6,7 +6,9 @@ and :meth:`GrpcAggregator.workers` tells which it is."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,10 +16,11 @@ from typing import Any
 import grpc
 import numpy as np
 
-from fedhh.errors import FedhhError, RoundAborted
+from fedhh.backoff import Backoff
+from fedhh.errors import FedhhError, NotFoundError, RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open_channel
 from fedhh.rpc.combiner_client import CombinerControl
-from fedhh.rpc.control_client import AggregatorError, RoundOutcome
+from fedhh.rpc.control_client import AggregatorBusy, AggregatorError, RoundOutcome
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
@@ -26,6 +29,14 @@ from fedhh_coordinator.aggregation import (
     AggregatorUnavailable,
     DeviceAddresses,
 )
+
+log = logging.getLogger(__name__)
+
+# How long a stored sum's ``delivered`` is tried: the services' default --result-ttl, after
+# which they have dropped the sum themselves; the pauses between tries.
+DELIVERY_PATIENCE_S = 600.0
+DELIVERY_RETRY_S = 0.5
+DELIVERY_RETRY_MAX_S = 15.0
 
 
 class _ServiceControl(ABC):
@@ -44,11 +55,13 @@ class _ServiceControl(ABC):
     that stayed away past the call's deadline), or a store that failed to commit the release
     of the sum read, leaves it there for the attempt's resume. Before, a sum sent whole was
     dropped by the service, read or not, and later said delivered as soon as it was read,
-    before its release was stored: a store failing in between lost the round's sum."""
+    before its release was stored: a store failing in between lost the round's sum.
+    ``delivered`` is retried while the service is away (:meth:`_deliver`)."""
 
     def __init__(self, client: AggregatorControl | CombinerControl, kind: str) -> None:
         self.client = client
         self.kind = kind
+        self._deliveries: set[asyncio.Task[None]] = set()
 
     async def result(self, round_id: bytes, dimension: int, timeout_s: float,
                      on_release: Callable[[Any], Awaitable[None]]) -> tuple[np.ndarray, int]:
@@ -83,9 +96,50 @@ class _ServiceControl(ABC):
         return result.total, result.num_contributors
 
     async def delivered(self, round_id: bytes) -> None:
-        # (unconfirmed, the sum is held until the service's --result-ttl: nothing to redo)
-        with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
-            await self.client.cancel(round_id, delivered=True)
+        """Tell the service, in a task of its own (:meth:`_deliver`): the round driver goes on
+        at once. Before, one call was made and any failure ignored: a combiner killed as it
+        came (every combiner-kill run) took the total over at its restart, re-collected it
+        from its workers and held it, with their shard sums, to its --result-ttl (600 s by
+        default), again at each restart meanwhile."""
+        task = asyncio.create_task(self._deliver(round_id),
+                                   name=f"delivered {round_id.decode(errors='replace')}")
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, round_id: bytes) -> None:
+        """CancelRound's ``delivered``, tried again with backoff while the service cannot be
+        reached (restarting, busy), until it answers, says it no longer knows the round, or
+        ``DELIVERY_PATIENCE_S`` passed (the service has dropped the sum by then)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + DELIVERY_PATIENCE_S
+        backoff = Backoff(DELIVERY_RETRY_S, DELIVERY_RETRY_MAX_S)
+        label = round_id.decode(errors="replace")
+        while True:
+            try:
+                await self.client.cancel(round_id, delivered=True)
+                return
+            except NotFoundError:
+                return  # (dropped already: its --result-ttl passed)
+            except (grpc.aio.AioRpcError, AggregatorBusy) as error:
+                code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+                if code in REFUSALS or loop.time() >= give_up:
+                    log.warning(f"the {self.kind} was not told that a sum was stored; it holds "
+                                "it until its --result-ttl", extra={
+                                    "round_id": label, "error": code.name if code else
+                                    str(error)})
+                    return
+            except FedhhError as error:  # (an answer no retry changes)
+                log.warning(f"the {self.kind} refused to be told that a sum was stored",
+                            extra={"round_id": label, "error": str(error)})
+                return
+            await backoff.sleep()
+
+    async def close(self) -> None:
+        """Stop telling the service of stored sums (it drops them at its --result-ttl)."""
+        pending = list(self._deliveries)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     @abstractmethod
     async def _round_outcome(self, round_id: bytes) -> RoundOutcome: ...
@@ -106,7 +160,8 @@ class _ServiceControl(ABC):
         return AggregatorOutcome(answer.state, answer.reached_unmask, answer.sum_available,
                                  answer.num_contributors or None, answer.abort_reason,
                                  answer.stage.name if answer.stage is not None else "",
-                                 {stage.name: n for stage, n in answer.stage_devices})
+                                 {stage.name: n for stage, n in answer.stage_devices},
+                                 answer.declined)
 
     async def cancel(self, round_id: bytes) -> None:
         try:
@@ -179,4 +234,6 @@ class GrpcAggregator:
                 for w in workers if w.serving]
 
     async def close(self) -> None:
+        await self.single.close()
+        await self.combiner.close()
         await self.channel.close()

@@ -117,6 +117,7 @@ async def settle(sharded: bool, stream: list[pb.ResultChunk], opened_dimension: 
             outcome = aborted
         fake.delivered_on_read = list(fake.delivered)
         await service.delivered(ROUND)  # (as the round driver does once the release is stored)
+        await asyncio.wait_for(asyncio.gather(*service._deliveries), 10)  # (told in a task)
         LAST.clear()
         LAST.append(fake)
         return outcome, seen, fake.cancelled

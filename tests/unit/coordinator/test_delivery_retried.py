@@ -1,0 +1,117 @@
+"""Telling the aggregation service that a sum it held was stored (CancelRound's ``delivered``,
+``GrpcAggregator``'s ``delivered``): it is tried again while the service cannot be reached, and
+never holds up the round driver that awaits it. Before, one call was made and its failure
+ignored: a combiner killed as it came took the total over at its restart, re-collected it from
+its workers and held it until its --result-ttl (600 s by default). Fake combiner over gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+
+from fedhh.rpc import serving
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_coordinator import control
+from fedhh_coordinator.control import GrpcAggregator
+
+TOKEN = b"t" * 32
+ROUND = b"r/1/1"
+
+
+class Combiner(pb_grpc.CombinerControlServicer):
+    """Answers CancelRound(delivered) with ``answers`` in turn (a status code it fails with,
+    or None: acknowledged), the last one from then on; ``hold`` (if set) is awaited first."""
+
+    def __init__(self, *answers: grpc.StatusCode | None) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+        self.acknowledged = asyncio.Event()
+        self.hold: asyncio.Event | None = None
+
+    async def CancelRound(self, request: Any, context: Any) -> pb.CancelRoundResponse:
+        assert request.delivered and bytes(request.round_id) == ROUND
+        self.calls += 1
+        if self.hold is not None:
+            await self.hold.wait()
+        answer = self.answers[min(self.calls, len(self.answers)) - 1]
+        if answer is not None:
+            await context.abort(answer, "not now")
+        self.acknowledged.set()
+        return pb.CancelRoundResponse(state=pb.AGGREGATION_STATE_RELEASED)
+
+
+async def serve(fake: Combiner, go: Any) -> None:
+    server = serving.new_server()
+    pb_grpc.add_CombinerControlServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, TOKEN)
+    try:
+        await go(aggregator.combiner)
+    finally:
+        await aggregator.close()
+        await server.stop(None)
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control, "DELIVERY_RETRY_S", 0.01)
+    monkeypatch.setattr(control, "DELIVERY_RETRY_MAX_S", 0.05)
+
+
+def test_a_service_that_cannot_be_reached_is_told_once_it_answers() -> None:
+    unavailable = grpc.StatusCode.UNAVAILABLE
+    fake = Combiner(unavailable, unavailable, grpc.StatusCode.DEADLINE_EXCEEDED, None)
+
+    async def go(service: Any) -> None:
+        await service.delivered(ROUND)
+        await asyncio.wait_for(fake.acknowledged.wait(), 30)
+
+    asyncio.run(serve(fake, go))
+    assert fake.calls == 4  # tried until acknowledged, then no more
+
+
+def test_the_driver_is_not_held_up_by_a_service_that_does_not_answer() -> None:
+    fake = Combiner(None)
+
+    async def go(service: Any) -> None:
+        fake.hold = asyncio.Event()
+        # (the call waits in the service: before, the driver waited with it, up to 30 s)
+        await asyncio.wait_for(service.delivered(ROUND), 5)
+        fake.hold.set()
+        await asyncio.wait_for(fake.acknowledged.wait(), 30)
+
+    asyncio.run(serve(fake, go))
+    assert fake.calls == 1
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND,
+                                  grpc.StatusCode.UNAUTHENTICATED,
+                                  grpc.StatusCode.PERMISSION_DENIED])
+def test_a_service_that_no_longer_knows_the_round_or_refuses_is_asked_once(
+        code: grpc.StatusCode) -> None:
+    fake = Combiner(code)
+
+    async def go(service: Any) -> None:
+        await service.delivered(ROUND)
+        await asyncio.wait_for(asyncio.gather(*service._deliveries), 30)
+
+    asyncio.run(serve(fake, go))
+    assert fake.calls == 1 and not fake.acknowledged.is_set()
+
+
+def test_the_tries_end_after_the_services_result_ttl(monkeypatch: pytest.MonkeyPatch
+                                                     ) -> None:
+    monkeypatch.setattr(control, "DELIVERY_PATIENCE_S", 0.3)
+    fake = Combiner(grpc.StatusCode.UNAVAILABLE)
+
+    async def go(service: Any) -> None:
+        await service.delivered(ROUND)
+        await asyncio.wait_for(asyncio.gather(*service._deliveries), 30)
+
+    asyncio.run(serve(fake, go))
+    assert fake.calls >= 2 and not fake.acknowledged.is_set()
