@@ -332,7 +332,8 @@ class RoundDriver:
                 query = self.tree.query(state)
                 try:
                     released = await self.link.resume(
-                        attempt, query, self._charge_hook(attempt, record.state))
+                        attempt, query, self._charge_hook(attempt, record.state,
+                                                          record.contributors))
                 except RoundAborted as aborted:
                     self._settle_abort(attempt, aborted, self._stored_state(attempt))
                     continue
@@ -385,11 +386,21 @@ class RoundDriver:
                                          shown_round=attempt.round)
         return self.ledger.to_dict()
 
-    def _charge_hook(self, attempt: AttemptId,
-                     prior: AttemptState = AttemptState.OPEN) -> ChargeHook:
+    def _charge_hook(self, attempt: AttemptId, prior: AttemptState = AttemptState.OPEN,
+                     charged: int = 0) -> ChargeHook:
+        """``prior`` RELEASING: charged (at ``charged`` contributors) by the process that
+        opened the attempt, before it stopped; the sum the link reads now is that one only
+        if its count is the same. Another count is another sum (a service that rebuilt it
+        from fewer shards after a restart), whose spend was never recorded: refused unread,
+        the attempt settled lost at its charge. Before, any count was read."""
         async def charge(contributors: int) -> None:
             if prior is AttemptState.RELEASING:
-                return  # charged by the process that opened it, before it stopped
+                if contributors != charged:
+                    raise RoundAborted(
+                        f"the sum held for {attempt.label} has {contributors} contributors, "
+                        f"not the {charged} charged for it before the restart: refused "
+                        "unread", reached_unmask=True)
+                return
             try:
                 ledger = self._record(attempt, contributors)
             except PrivacyError as refused:

@@ -215,14 +215,37 @@ def test_a_restart_never_charges_an_attempt_twice() -> None:
         store = MemoryRunStore()
         book = ledger()
         number = store.open_attempt(1)
-        book = book.record(0, N_MIN, attempt=number)
-        store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN, book.to_dict())
+        # (at the count of the sum FakeLink reads: the one the service held for it)
+        book = book.record(0, N_MIN + 10, attempt=number)
+        store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN + 10, book.to_dict())
         link = FakeLink(["release"], store, Recovered(verdict, "test"))
         d = driver(link, store, book)
         run(d)
         assert store.attempts()[0].state is expected
         expected_spends = 1 if verdict is Recovery.RESUME else 2
         assert len(spends(d)) == expected_spends
+
+
+def test_a_held_sum_of_another_count_than_the_one_charged_is_refused_unread() -> None:
+    """An attempt charged at N_MIN before the process stopped, whose sum the link reads after
+    the restart with another count (a service that rebuilt it from fewer or other parts): that
+    sum's spend was never recorded, so it is refused before it is read, the attempt settled
+    lost at its first charge (not charged again), and the round retried. Before, it was
+    read and released under the first charge."""
+    store = MemoryRunStore()
+    book = ledger()
+    number = store.open_attempt(1)
+    book = book.record(0, N_MIN, attempt=number)
+    store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN, book.to_dict())
+    link = FakeLink(["release"], store, Recovered(Recovery.RESUME, "test"))
+    d = driver(link, store, book)
+    assert run(d).done
+    first, retry = store.attempts()
+    assert first.state is AttemptState.LOST and first.contributors == N_MIN
+    assert f"has {N_MIN + 10} contributors, not the {N_MIN} charged" in first.reason
+    assert "read round 1 attempt 1" not in link.log
+    assert retry.state is AttemptState.RELEASED
+    assert spends(d) == [(0, N_MIN), (0, N_MIN + 10)]  # the first charge, then the retry's
 
 
 def test_an_attempt_left_open_says_what_interrupted_it() -> None:

@@ -883,6 +883,35 @@ def test_a_store_failing_to_store_the_release_leaves_the_sum_held_and_read_again
     assert store.run("run").state == "done"
 
 
+def test_a_held_total_rebuilt_short_after_its_charge_is_refused_unread(tmp_path: Path) -> None:
+    """As above, but the total the service holds when the attempt is resumed proves fewer
+    contributors than were charged for it (rebuilt without a shard after a restart): its
+    spend was never recorded, so it is refused unread and dropped at the service, the
+    attempt lost at its one charge, and the round's next attempt released. Before, it was
+    read and released under the first attempt's charge."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, holds_sum=True, store=store)
+    failing_releases(store, 1)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+        assert attempts(store, "run") == [(1, "releasing", DEVICES)]
+        combiner.plan = Plan(lambda a: ["released", "released", "aborted"] if a == 1
+                             else ["released"] * 3)
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert attempts(store, "run") == [(1, "lost", DEVICES), (2, "released", DEVICES)]
+    reason = store.rounds("run")[0].reason
+    assert f"has {2 * SHARD} contributors, not the {DEVICES} charged" in reason, reason
+    assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
+    assert combiner.cancelled == [combiner.opened[0][0]]  # the short total dropped unread
+
+
 def test_a_restart_between_the_stored_release_and_its_delivery_releases_once(
         tmp_path: Path) -> None:
     """The coordinator dies after it stored a release, before the service heard that it was
