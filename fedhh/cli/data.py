@@ -222,6 +222,7 @@ def _inspect(args: argparse.Namespace) -> int:
             for i in truth.top(args.top, weighted=False).tolist()
         ],
         "stats": dataset.stats,
+        "past_the_codes": _past_the_codes(dataset.vocabulary, truth.unweighted, args.top),
     }
     if args.json:
         json.dump(report, sys.stdout, indent=2, default=str)
@@ -264,7 +265,52 @@ def _inspect(args: argparse.Namespace) -> int:
         from fedhh.cli.simulate import column_cut_note
 
         print(f"  {column_cut_note(report['top_weighted'], rows, INSPECT_COLUMNS_MAX)}")
+    past = report["past_the_codes"]
+    if past["items"]:
+        # (an item of 1,023 small letters and one of 1,024 were listed alike, and nothing said
+        # that no run can give the second whole)
+        named = past["heaviest"][:PAST_NAMED]
+        heaviest = printable_rows(fitted_rows([(row["item"], False) for row in named],
+                                              PAST_COLUMNS_MAX))
+        print(f"  {past['items']:,} item{' is' if past['items'] == 1 else 's are'} longer than "
+              f"the codes can be with the {past['codec']} codebook ({past['bits']:,} bits): "
+              "a run shows each cut there, as the prefix of every item starting so, never "
+              "whole (docs/codecs.md, \"How long an item can be\"); the most held: "
+              + ", ".join(f"{item} ({row['unweighted']:.2%} of the users)"
+                          for item, row in zip(heaviest, named, strict=True))
+              + ("" if past["items"] <= PAST_NAMED else
+                 f" (--json's past_the_codes lists {len(past['heaviest']):,})"))
     return 0
+
+
+PAST_COLUMNS_MAX = 40  # (each of the heaviest items past the codes' limit, in the note)
+PAST_NAMED = 3  # (the note names so many of them)
+
+
+def _past_the_codes(vocabulary: tuple[str, ...], unweighted: np.ndarray,
+                    top: int) -> dict[str, Any]:
+    """The items whose code at the default codebook is longer than the codes' limit
+    (``MAX_SUPPORTED_BITS``): how many, and the ``top`` most held of them (each with its
+    share of the users). Only an item of enough UTF-8 bytes to need that many bits is encoded,
+    each byte costing at most the book's longest codeword, or the escape and the byte's 8 bits:
+    encoding all of synthetic-reddit's 964,728 items at 4,096 bits took 16 s."""
+    from fedhh.codec import MAX_SUPPORTED_BITS, Codec
+    from fedhh.config import RunConfig
+
+    spec = RunConfig().codec
+    codec = Codec.from_spec(spec, MAX_SUPPORTED_BITS)
+    book = codec.book
+    per_byte = max(book.max_codeword, len(book.escape) + 8 if book.escape is not None else 0)
+    fits = (MAX_SUPPORTED_BITS - len(book.end)) // per_byte
+    long = [i for i, item in enumerate(vocabulary)
+            if len(item) > fits // 4 and len(item.encode("utf-8")) > fits]
+    past = np.array(long, dtype=np.int64)
+    if past.size:
+        past = past[codec.encode_many([vocabulary[i] for i in long]).truncated]
+    order = past[np.argsort(-unweighted[past], kind="stable")][:top] if past.size else past
+    return {"codec": spec, "bits": MAX_SUPPORTED_BITS, "items": int(past.size),
+            "heaviest": [{"item": vocabulary[i], "unweighted": float(unweighted[i])}
+                         for i in order.tolist()]}
 
 
 def _quantiles(values: np.ndarray, qs: list[float]) -> dict[str, int]:
