@@ -148,6 +148,9 @@ class CombinedRound:
         # Set for a round taken over after its release (a restart): its contributors then.
         # Its shards finished before, so their deadlines may be long past (``_collect``).
         self.released_with: int | None = None
+        # and the shards whose sums made that total, where the journal says (None: it does
+        # not, a journal from before it did)
+        self._released_from: frozenset[int] | None = None
         self._cut_short = False  # settled as released before its total was rebuilt
         self._started = 0.0
 
@@ -164,6 +167,23 @@ class CombinedRound:
         if self._cut_short and self.released_with is not None:
             return self.released_with
         return sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
+
+    def take_over_released(self, contributors: int, shards: tuple[int, ...] | None) -> None:
+        """Mark a round taken over after its release (a restart), with ``contributors``,
+        its total made of the sums of ``shards`` (indices; None: not recorded): only those
+        are fetched again, each other shard is aborted up front. A shard the combiner gave
+        up on before the release (its worker unreachable past ``patience_s``) may hold a
+        released sum at its worker all the same: taken in now, it stood in for a shard whose
+        sum was lost meanwhile, the same count (equal shards) and another total. (Set
+        before :meth:`start`, before the journal is open: nothing is journaled here.)"""
+        self.released_with = contributors
+        if shards is None:
+            return
+        self._released_from = frozenset(shards)
+        for shard in self.shards:
+            if shard.index not in self._released_from:
+                shard.state, shard.reached_unmask = RoundState.ABORTED, True
+                shard.reason = "its sum was not in the total released before a restart"
 
     def start(self) -> None:
         self._started = time.time()
@@ -218,7 +238,8 @@ class CombinedRound:
         if self.released_with is None:
             return ""
         rebuilt = sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
-        if rebuilt == self.released_with:
+        made_of = {s.index for s in self.shards if s.state == RoundState.RELEASED}
+        if rebuilt == self.released_with and self._released_from in (None, made_of):
             return ""
         return (f"its total, released before a restart with {self.released_with} "
                 f"contributors, was rebuilt with {rebuilt}: a shard's held sum was lost "

@@ -120,7 +120,8 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                                       prune=False)
                 continue
             round_ = self._new_round(record.round_id, shards)
-            round_.released_with = record.contributors if fetch_again else None
+            if fetch_again:
+                round_.take_over_released(record.contributors, record.released_shards)
             # Its workers accepted every shard before the coordinator heard of the round:
             # one that has no record of its shard now lost it (``Shard.opened``). Before, a
             # taken-over shard never counted as accepted, and one whose worker had also lost
@@ -263,9 +264,12 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                   ) -> concurrent.futures.Future[None] | None:
         if self.journal is None:
             return None
-        return self.journal.finished(round_.round_id, state.value, round_.abort_reason,
-                                     round_.reached_unmask, round_.contributors,
-                                     held=state == RoundState.RELEASED)
+        released = state == RoundState.RELEASED
+        return self.journal.finished(
+            round_.round_id, state.value, round_.abort_reason, round_.reached_unmask,
+            round_.contributors, held=released,
+            shards=[s.index for s in round_.shards if s.state == RoundState.RELEASED]
+            if released else None)
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
         # (not again for a round whose record says so: one taken over after its release

@@ -15,7 +15,9 @@ written and fsync'd before the event it records takes effect:
   may have revealed a share;
 - ``finish``: the round released a sum or aborted (reason, whether unmasking had begun, the
   contributor count; a combiner's released round adds ``held``: its workers hold their shard
-  sums until the total is delivered or dropped, so a restarted combiner can fetch them again);
+  sums until the total is delivered or dropped, so a restarted combiner can fetch them again,
+  and ``shards``, the indices of the shards whose sums made the total, the only ones it
+  fetches again);
 - ``delivered``: the whole sum was streamed to the coordinator (or, held for it, the coordinator
   said it read it);
 - ``dropped`` (the combiner's): a released total nobody will fetch (cancelled, expired) was
@@ -55,7 +57,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ from typing import Any
 from fedhh.errors import ConfigError
 from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder, hold_lock, open_new
 from fedhh.rpc.errors import MAX_DETAILS
+from fedhh.secagg.shards import MAX_SHARDS
 from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
 __all__ = ["Journal", "RenameNotDurable", "RoundRecord"]
@@ -109,11 +112,14 @@ class RoundRecord:
     shards_opened: bool = False  # (the combiner's) every shard's worker accepted its open
     held: bool = False  # (the combiner's) released: its workers hold the shard sums
     dropped: bool = False  # (the combiner's) released, its total dropped unfetched
+    # (the combiner's) released: the shards whose sums made the total (None: not recorded,
+    # a journal from before the field)
+    released_shards: tuple[int, ...] | None = None
 
 
 def _version_of(op: str, fields: dict[str, Any]) -> int:
     """The oldest version that reads a line rightly (module docstring)."""
-    return 2 if op in _V2_OPS or fields.get("held") else 1
+    return 2 if op in _V2_OPS or fields.get("held") or "shards" in fields else 1
 
 
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
@@ -153,6 +159,7 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
         contributors = entry.get("contributors", 0)
         reached_unmask = entry.get("reached_unmask", False)
         held = entry.get("held", False)
+        shards = entry.get("shards")
         if state not in OUTCOME_STATES:
             raise ValueError(f"an outcome is one of {', '.join(OUTCOME_STATES)}, not "
                              f"{state!r:.40}")
@@ -162,10 +169,15 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
         if not (isinstance(reason, str) and isinstance(reached_unmask, bool)
                 and isinstance(held, bool)):
             raise ValueError("a reason is text, reached_unmask and held true or false")
+        if shards is not None and not (isinstance(shards, list) and len(shards) <= MAX_SHARDS
+                                       and all(type(i) is int and 0 <= i < MAX_SHARDS
+                                               for i in shards)):
+            raise ValueError(f"released shards are a list of shard indices, not {shards!r:.40}")
         records[round_id] = replace(
             record, state=state, reason=reason[:MAX_REASON],
             unmask_started=record.unmask_started or reached_unmask,
-            contributors=contributors, finished_at=float(at), held=held)
+            contributors=contributors, finished_at=float(at), held=held,
+            released_shards=None if shards is None else tuple(shards))
     elif op == "delivered":
         records[round_id] = replace(record, delivered=True)
     elif op == "dropped":
@@ -182,7 +194,9 @@ def _record_lines(record: RoundRecord) -> Iterable[bytes]:
     if record.unmask_started:
         yield _line("unmask", record.round_id, at=record.opened_at)
     if record.state:
-        held = {"held": True} if record.held else {}
+        held: dict[str, Any] = {"held": True} if record.held else {}
+        if record.released_shards is not None:
+            held["shards"] = list(record.released_shards)
         yield _line("finish", record.round_id, state=record.state, reason=record.reason,
                     reached_unmask=record.unmask_started, contributors=record.contributors,
                     at=record.finished_at, **held)
@@ -459,11 +473,14 @@ class Journal:
         self._submit_logged(_line("unmask", round_id, at=time.time()))
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
-                 contributors: int, *, held: bool = False) -> concurrent.futures.Future[None]:
+                 contributors: int, *, held: bool = False,
+                 shards: Sequence[int] | None = None) -> concurrent.futures.Future[None]:
         """Record a round's outcome (written in order, without waiting; the write's future,
         as :meth:`delivered`'s); ``held``: a combiner's released round whose workers hold
-        their shard sums."""
-        extra = {"held": True} if held else {}
+        their shard sums, ``shards``: the indices of the shards whose sums made its total."""
+        extra: dict[str, Any] = {"held": True} if held else {}
+        if shards is not None:
+            extra["shards"] = list(shards)
         return self._submit_logged(_line(
             "finish", round_id, state=state, reason=reason[:MAX_REASON],
             reached_unmask=reached_unmask, contributors=contributors, at=time.time(), **extra))

@@ -107,3 +107,50 @@ def test_a_version_1_journal_of_every_kind_reads_as_before(tmp_path: Path) -> No
         True, True, True, False)
     assert (dropped.held, dropped.dropped) == (True, True)
     assert (plain.held, plain.delivered, plain.contributors) == (False, True, 4)
+
+
+@pytest.mark.parametrize("shards", [(0, 2), None])
+def test_the_shards_of_a_released_total_read_back_and_survive_a_rewrite(
+        tmp_path: Path, shards: tuple[int, ...] | None) -> None:
+    # (a restarted combiner fetches only these shard sums again: CombinedRound.take_over_released;
+    # None, a line written before the field: every shard, the count checked alone)
+    async def write() -> None:
+        journal = Journal(tmp_path)
+        journal.load()
+        journal.rewrite()
+        try:
+            await journal.opened(b"r", SESSION, {"shards": []})
+            await asyncio.wrap_future(journal.finished(b"r", "released", "", True, 6, held=True,
+                                                       shards=shards))
+        finally:
+            journal.close()
+
+    def read_back(rewrite: bool) -> tuple[int, ...] | None:
+        journal = Journal(tmp_path)
+        try:
+            (record,) = journal.load().values()
+            if rewrite:
+                journal.rewrite()
+            return record.released_shards
+        finally:
+            journal.close()
+
+    asyncio.run(write())
+    assert read_back(rewrite=True) == shards
+    assert read_back(rewrite=False) == shards  # (the rewritten file)
+
+
+@pytest.mark.parametrize("shards", ['"0"', "[true]", "[-1]", "[100000]", '["0"]'])
+def test_released_shards_that_could_not_have_been_written_are_damage(
+        tmp_path: Path, shards: str) -> None:
+    round_id = b"r".hex()
+    (tmp_path / "outcomes.jsonl").write_text(
+        f'{{"v":1,"op":"open","round":"{round_id}","session":"{"00" * 32}","at":1}}\n'
+        f'{{"v":2,"op":"finish","round":"{round_id}","state":"released","reason":"",'
+        f'"reached_unmask":true,"contributors":6,"at":2,"held":true,"shards":{shards}}}\n')
+    journal = Journal(tmp_path)
+    try:
+        with pytest.raises(ConfigError, match=r"outcomes.jsonl:2 is damaged \(released shards"):
+            journal.load()
+    finally:
+        journal.close()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from aggregator_testkit import COORDINATOR_PUBLIC, combiner_journal, make_cohort
 
-from fedhh.errors import NotFoundError, StateError
+from fedhh.errors import NotFoundError, RoundAborted, StateError
 from fedhh.rpc.aggregator_client import RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.config import StageDeadlines
@@ -590,6 +590,24 @@ def test_a_round_the_combiner_fails_collecting_aborts_at_once_and_releases_nothi
     assert pending.cancelled  # (its collector stopped, its shard cancelled at its worker)
 
 
+async def result_after_restart(state: Path, *workers: HoldingWorker
+                               ) -> tuple[CombinedRound, list[ResultReport]]:
+    """The round a combiner restarted on ``state`` over ``workers`` takes over, and what the
+    coordinator's GetResult of it is sent."""
+    combiner = journaled(state, *workers)
+    sent: list[ResultReport] = []
+
+    async def send(report: ResultReport) -> None:
+        sent.append(report)
+
+    try:
+        (round_,) = combiner._rounds.values()
+        await ShardedRoundControl(combiner).get_result(b"r/1/1", 20, send, hold=True)
+        return round_, sent
+    finally:
+        combiner.close()
+
+
 def test_a_total_released_before_a_restart_is_never_rebuilt_short(tmp_path: Path) -> None:
     # The combiner released the round (the coordinator may have read the total and charged it
     # at its 6 contributors) and stopped; worker 1 then lost its held sum (its own restart, or
@@ -597,29 +615,54 @@ def test_a_total_released_before_a_restart_is_never_rebuilt_short(tmp_path: Path
     # contributors: a second, other total for an attempt charged once, at 6, and the
     # difference of the two is worker 1's shard sum.
     first, second = HoldingWorker(honest()), HoldingWorker(2 * honest())
-
-    async def restarted() -> tuple[CombinedRound, list[ResultReport]]:
-        second.dropped = True  # (it answers "already delivered", released)
-        combiner = journaled(tmp_path, first, second)
-        sent: list[ResultReport] = []
-
-        async def send(report: ResultReport) -> None:
-            sent.append(report)
-
-        try:
-            (round_,) = combiner._rounds.values()
-            await ShardedRoundControl(combiner).get_result(b"r/1/1", 20, send, hold=True)
-            return round_, sent
-        finally:
-            combiner.close()
-
     asyncio.run(released_then_stopped(tmp_path, first, second))
-    round_, (report,) = asyncio.run(restarted())
+    second.dropped = True  # (it answers "already delivered", released)
+    round_, (report,) = asyncio.run(result_after_restart(tmp_path, first, second))
     assert report.state == RoundState.ABORTED and report.total is None
     assert report.reached_unmask  # (charged as lost after unmasking, if not charged before)
     assert round_.abort_reason.startswith(
         "its total, released before a restart with 6 contributors, was rebuilt with 3")
     assert first.told == ["dropped"]  # nobody will read worker 0's sum alone
+
+
+def journal_record(state: Path) -> tuple[int, tuple[int, ...] | None]:
+    """The contributors and released shards the journal in ``state`` records of its round."""
+    journal = Journal(state)
+    try:
+        (record,) = journal.load().values()
+        return record.contributors, record.released_shards
+    finally:
+        journal.close()
+
+
+class GivenUpWorker(HoldingWorker):
+    """A worker whose shard released ``total`` and holds it, but which the combiner's first
+    life gave up on (``given_up``: the stand-in for a worker unreachable past patience_s,
+    left aborted there without a word reaching it)."""
+
+    given_up = True
+
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
+        if self.given_up:
+            raise RoundAborted("worker unreachable", reached_unmask=True)
+        return await super().result(round_id, wait_s, hold)
+
+
+def test_a_total_released_before_a_restart_is_rebuilt_from_the_same_shards_alone(
+        tmp_path: Path) -> None:
+    # The combiner released worker 0's sum alone (worker 1 given up on, its sum still held
+    # there) and stopped. Worker 0 then lost its held sum, and worker 1 answers again: its
+    # sum, of as many contributors (3), stood in for worker 0's. Before, the restarted
+    # combiner released it: another total than the one the coordinator may have read and
+    # charged, at the same count, the two telling both shard sums.
+    first, second = HoldingWorker(honest()), GivenUpWorker(2 * honest())
+    asyncio.run(released_then_stopped(tmp_path, first, second))
+    assert journal_record(tmp_path) == (3, (0,))
+    first.dropped, second.given_up = True, False
+    round_, (report,) = asyncio.run(result_after_restart(tmp_path, first, second))
+    assert report.state == RoundState.ABORTED and report.total is None
+    assert round_.shards[1].reason == "its sum was not in the total released before a restart"
+    assert second.told == []  # (its sum was never fetched: nothing to drop by the round)
 
 
 class FinishHeldJournal(Journal):
