@@ -227,28 +227,48 @@ class ShardedRoundControl(ControlHandler[CombinedRound]):
     async def outcome(self, round_id: bytes) -> RecordedOutcome:
         """The combiner's record, with each shard's outcome from its worker where the combiner
         does not know it (or, while the round runs, for its live stage); the round's stage is
-        the earliest of its running shards', its counts their sums."""
+        the earliest of its running shards', its counts (per stage, declined) their sums, a
+        finished shard's as its worker still says them."""
         known = self.rounds.outcome(round_id)
         if known is None:
             return RecordedOutcome(OutcomeState.UNKNOWN)
         outcome, shards = known
         live = await self._shard_outcomes(round_id, outcome, shards)
+        counted = await self._finished_counts(shards, live)
         running: list[Stage] = []
-        counts: dict[Stage, int] = {}
         reached_unmask = outcome.reached_unmask
         for seen in live:
             if seen is None:
                 continue
             if seen.state == "running" and seen.stage is not None:
                 running.append(seen.stage)
-            for stage, n in seen.stage_devices:
-                counts[stage] = counts.get(stage, 0) + n
             reached_unmask = reached_unmask or seen.reached_unmask
+        counts: dict[Stage, int] = {}
+        for seen in counted:
+            for stage, n in seen.stage_devices if seen is not None else ():
+                counts[stage] = counts.get(stage, 0) + n
+        said = [s.declined for s in counted if s is not None and s.declined is not None]
         return dataclasses.replace(
             outcome, reached_unmask=reached_unmask,
             stage=min(running) if outcome.state == OutcomeState.RUNNING and running else None,
-            stage_devices=tuple(sorted(counts.items())),
-            shards=tuple(_shard_outcome(s, seen) for s, seen in zip(shards, live, strict=True)))
+            stage_devices=tuple(sorted(counts.items())), declined=sum(said) if said else None,
+            shards=tuple(_shard_outcome(s, seen, said_after)
+                         for s, seen, said_after in zip(shards, live, counted, strict=True)))
+
+    async def _finished_counts(self, shards: tuple[Shard, ...], live: list[RoundOutcome | None]
+                               ) -> list[RoundOutcome | None]:
+        """``live``, with the word of each shard's worker where ``live`` has none (a finished
+        shard): the combiner keeps no counts of its own, and a too-few abort's reason names
+        them once every shard has finished. Before, a finished sharded round's counts were
+        empty."""
+        async def ask(shard: Shard, seen: RoundOutcome | None) -> RoundOutcome | None:
+            # (a running shard without a word was asked already: its worker did not answer)
+            if seen is not None or shard.state == RoundState.RUNNING:
+                return seen
+            return await self._worker_outcome(shard)
+
+        return list(await asyncio.gather(*(ask(s, seen)
+                                           for s, seen in zip(shards, live, strict=True))))
 
     async def _shard_outcomes(self, round_id: bytes, outcome: RecordedOutcome,
                               shards: tuple[Shard, ...]) -> list[RoundOutcome | None]:
@@ -260,23 +280,31 @@ class ShardedRoundControl(ControlHandler[CombinedRound]):
                 return await round_.live_outcomes()
 
         async def ask(shard: Shard) -> RoundOutcome | None:
-            # (a restarted combiner's --worker list may have left a finished round's worker out)
-            if shard.state != RoundState.RUNNING or shard.worker >= len(self.rounds.pool):
-                return None
-            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                return await self.rounds.pool[shard.worker].control.outcome(shard.round_id)
-            return None
+            return await self._worker_outcome(shard) if shard.state == RoundState.RUNNING \
+                else None
 
         return list(await asyncio.gather(*(ask(s) for s in shards)))
 
+    async def _worker_outcome(self, shard: Shard) -> RoundOutcome | None:
+        """The shard's outcome at its worker; None where it does not answer."""
+        # (a restarted combiner's --worker list may have left a finished round's worker out)
+        if shard.worker >= len(self.rounds.pool):
+            return None
+        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+            return await self.rounds.pool[shard.worker].control.outcome(shard.round_id)
+        return None
 
-def _shard_outcome(shard: Shard, seen: RoundOutcome | None) -> ShardOutcome:
-    """A shard's outcome: the worker's word when asked, else the combiner's own record."""
+
+def _shard_outcome(shard: Shard, seen: RoundOutcome | None,
+                   counted: RoundOutcome | None) -> ShardOutcome:
+    """A shard's outcome: the worker's word when asked, else the combiner's own record with the
+    count of declines its worker still says (``counted``)."""
     if seen is not None:
         return ShardOutcome(shard.round_id, shard.worker, OutcomeState(seen.state), seen.stage,
                             seen.reached_unmask or shard.reached_unmask, seen.abort_reason,
-                            seen.num_contributors)
+                            seen.num_contributors, seen.declined)
     state = {RoundState.RUNNING: OutcomeState.UNKNOWN, RoundState.RELEASED: OutcomeState.RELEASED,
              RoundState.ABORTED: OutcomeState.ABORTED}[shard.state]
     return ShardOutcome(shard.round_id, shard.worker, state, None, shard.reached_unmask,
-                        shard.reason, shard.contributors)
+                        shard.reason, shard.contributors,
+                        counted.declined if counted is not None else None)

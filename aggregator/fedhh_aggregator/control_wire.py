@@ -116,6 +116,8 @@ def outcome_to_pb(outcome: RecordedOutcome, durable: bool) -> pb.GetOutcomeRespo
         shards=[_shard_outcome(s) for s in outcome.shards])
     if outcome.stage is not None:
         response.stage = stage_to_pb(outcome.stage)
+    if outcome.declined is not None:
+        response.declined = outcome.declined
     return response
 
 
@@ -126,4 +128,6 @@ def _shard_outcome(shard: ShardOutcome) -> pb.ShardOutcome:
         num_contributors=shard.num_contributors)
     if shard.stage is not None:
         message.stage = stage_to_pb(shard.stage)
+    if shard.declined is not None:
+        message.declined = shard.declined
     return message

@@ -46,6 +46,7 @@ class ShardOutcome:
     reached_unmask: bool = False
     abort_reason: str = ""
     num_contributors: int = 0
+    declined: int | None = None  # members that gave up their seats; None: not known
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class RecordedOutcome:
     num_contributors: int = 0
     stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
     shards: tuple[ShardOutcome, ...] = ()  # a sharded round's (the combiner's answer)
+    # Members that gave up their seats (Decline); None: not known (a record restored after a
+    # restart, kept in memory as stage_devices is; a sharded round none of whose workers said).
+    declined: int | None = None
 
 
 @dataclass(frozen=True)

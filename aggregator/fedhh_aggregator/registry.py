@@ -150,14 +150,17 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
             counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
                 return RecordedOutcome(OutcomeState.RUNNING, round_.session_id, round_.stage,
-                               round_.reached_unmask, stage_devices=counts)
+                               round_.reached_unmask, stage_devices=counts,
+                               declined=round_.declined)
             if round_.state == RoundState.ABORTED:
                 return RecordedOutcome(OutcomeState.ABORTED, round_.session_id, None,
-                               round_.reached_unmask, round_.abort_reason, stage_devices=counts)
+                               round_.reached_unmask, round_.abort_reason, stage_devices=counts,
+                               declined=round_.declined)
             result = round_.result
             return RecordedOutcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
-                           result.num_contributors if result is not None else 0, counts)
+                           result.num_contributors if result is not None else 0, counts,
+                           declined=round_.declined)
         self._tombstones.prune()
         tombstone = self._tombstones.get(round_id)
         return RecordedOutcome(OutcomeState.UNKNOWN) if tombstone is None else tombstone.outcome
@@ -183,7 +186,8 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
             OutcomeState.ABORTED
         self._bury(round_.round_id, Tombstone(RecordedOutcome(
             state, round_.session_id, None, round_.reached_unmask, round_.abort_reason, delivered,
-            False, contributors, round_.stage_devices), why, time.time()))
+            False, contributors, round_.stage_devices, declined=round_.declined), why,
+            time.time()))
         metrics.ROUNDS_OPEN.set(len(self._rounds))
 
     def _bury(self, round_id: bytes, tombstone: Tombstone, *, prune: bool = True) -> None:

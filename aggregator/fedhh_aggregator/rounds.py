@@ -286,6 +286,7 @@ class Round:
         self._closable_at: tuple[Stage, int] | None = None  # see _closing_keeps_round
         self._closable = False
         self._task: asyncio.Task[None] | None = None
+        self.declined = 0  # members that gave up their seats (GetOutcome's count)
 
     @property
     def stage_devices(self) -> tuple[tuple[Stage, int], ...]:
@@ -338,6 +339,8 @@ class Round:
         may then close at once: it no longer waits for this device."""
         accepted = await self._handled(Stage.ADVERTISE_KEYS, self.server.handle_decline, message)
         (metrics.DECLINED if accepted else metrics.DECLINE_REPEATED).inc()
+        if accepted:
+            self.declined += 1
         return accepted
 
     async def _handled(self, stage: Stage, handle: Callable[..., bool], *args: Any) -> bool:

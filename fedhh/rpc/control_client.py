@@ -83,6 +83,7 @@ class RoundOutcome:
     num_contributors: int = 0
     durable: bool = False
     stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
+    declined: int | None = None  # members that gave up their seats; None: not said
 
 
 class AggregatorError(FedhhError):
@@ -127,7 +128,9 @@ def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
                         stage_from_pb(response.stage), response.reached_unmask,
                         response.abort_reason, response.delivered, response.sum_available,
                         int(response.num_contributors), response.durable,
-                        stage_counts(response.stage_devices))
+                        stage_counts(response.stage_devices),
+                        # (an aggregator before the field leaves it unset: not "none declined")
+                        int(response.declined) if response.HasField("declined") else None)
 
 
 class ReportedAbort(RoundAborted):

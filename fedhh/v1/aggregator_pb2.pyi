@@ -488,7 +488,7 @@ class GetOutcomeRequest(_message.Message):
     def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
 
 class GetOutcomeResponse(_message.Message):
-    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices", "shards")
+    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices", "shards", "declined")
     STATE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +500,7 @@ class GetOutcomeResponse(_message.Message):
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_DEVICES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
     state: OutcomeState
     session_id: bytes
     stage: SecAggStage
@@ -511,10 +512,11 @@ class GetOutcomeResponse(_message.Message):
     durable: bool
     stage_devices: _containers.RepeatedCompositeFieldContainer[StageCount]
     shards: _containers.RepeatedCompositeFieldContainer[ShardOutcome]
-    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardOutcome, _Mapping]]] = ...) -> None: ...
+    declined: int
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardOutcome, _Mapping]]] = ..., declined: _Optional[int] = ...) -> None: ...
 
 class ShardOutcome(_message.Message):
-    __slots__ = ("round_id", "worker", "state", "stage", "reached_unmask", "abort_reason", "num_contributors")
+    __slots__ = ("round_id", "worker", "state", "stage", "reached_unmask", "abort_reason", "num_contributors", "declined")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -522,6 +524,7 @@ class ShardOutcome(_message.Message):
     REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
     ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
     NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
     round_id: bytes
     worker: int
     state: OutcomeState
@@ -529,7 +532,8 @@ class ShardOutcome(_message.Message):
     reached_unmask: bool
     abort_reason: str
     num_contributors: int
-    def __init__(self, round_id: _Optional[bytes] = ..., worker: _Optional[int] = ..., state: _Optional[_Union[OutcomeState, str]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., num_contributors: _Optional[int] = ...) -> None: ...
+    declined: int
+    def __init__(self, round_id: _Optional[bytes] = ..., worker: _Optional[int] = ..., state: _Optional[_Union[OutcomeState, str]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., num_contributors: _Optional[int] = ..., declined: _Optional[int] = ...) -> None: ...
 
 class StageCount(_message.Message):
     __slots__ = ("stage", "devices")

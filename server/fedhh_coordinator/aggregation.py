@@ -38,6 +38,7 @@ class AggregatorOutcome:
     reason: str = ""
     stage: str = ""  # the protocol stage of a running round
     stage_devices: dict[str, int] = field(default_factory=dict)  # accepted per closed stage
+    declined: int | None = None  # members that gave up their seats; None: the service not said
 
 
 @dataclass(frozen=True)

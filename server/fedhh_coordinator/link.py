@@ -480,17 +480,19 @@ class NetworkLink:
 
     async def _too_few(self, plan: RoundPlan, service: RoundService[Any]) -> str:
         """What an abort for too few devices adds to its reason: how many of the cohort each
-        stage accepted, and where to look. A device that refuses a round never contacts the
-        aggregator, so the reason said only "too_few_devices" while every device of the cohort
-        refused it (its n_min below their floor, its (n, k, t) failing their lying-server
-        bound, a task signed by another key than the one they enrolled with) and said why in
-        its own log only."""
+        stage accepted, the members that declined, and where to look. A device that refuses a
+        round sends the aggregator at most its decline, so the reason said only
+        "too_few_devices" while every device of the cohort refused it (its n_min below their
+        floor, its (n, k, t) failing their lying-server bound, a task signed by another key
+        than the one they enrolled with) and said why in its own log only."""
         cohort = sum(len(c.members) for c in plan.cohorts)
         stages: dict[str, int] = {}
+        declined: int | None = None
         with contextlib.suppress(FedhhError):
             outcome = await service.outcome(plan.round_id)
-            stages = dict(outcome.stage_devices)
-        return too_few_hint(stages, cohort, self.config.min_devices, self._windows()[0])
+            stages, declined = dict(outcome.stage_devices), outcome.declined
+        return too_few_hint(stages, cohort, self.config.min_devices, self._windows()[0],
+                            declined)
 
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""
@@ -669,7 +671,7 @@ def _verdict(outcome: AggregatorOutcome, opened: bool = False) -> Recovered:
 
 
 def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
-                 advertise_ms: int | None = None) -> str:
+                 advertise_ms: int | None = None, declined: int | None = None) -> str:
     """What an abort for too few devices adds to its reason (``RoundLink._too_few``): the
     devices each stage accepted, the cohort and n_min, and where to look. Devices that refuse
     a round send their aggregator only their decline (``SecureAggregation.Decline``: no keys,
@@ -682,9 +684,15 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
     on a loaded machine: their logs said "late", not "refused the round". ``advertise_ms``, the
     first stage's window, is named when that stage missed devices: one shorter than a task's
     way to its device (``--stage-ms 5``, meant as seconds) leaves every device late, the
-    refusals alone named before."""
+    refusals alone named before. ``declined``, the members that gave up their seats as the
+    service counted them (None: it does not say, an aggregator before the count), is named
+    beside the stages' counts, and where it accounts for every member the first stage missed,
+    that stage's window is not named: before, only the aggregator's metric told refusals from
+    the late at the first stage."""
     counts = ", ".join(f"{stage.lower()} {n}" for stage, n in stages.items())
     accepted = f"accepted per stage: {counts}; " if counts else ""
+    if declined is not None:
+        accepted += f"{declined} declined; "
     numbers = list(stages.values())
     fell = fell_short(stages)
     late = ("; devices that took part and then missed a stage's window were late (on a "
@@ -692,7 +700,9 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
             "the round\" (outcome late) or \"secure aggregation failed\" (outcome "
             "timed_out), and longer windows (--stage-ms, or the stage's own) give them "
             "time") if fell else ""
-    if advertise_ms is not None and (numbers[:1] or [0])[0] < cohort:
+    # (not where the declines account for every member the first stage missed)
+    missed = cohort - (numbers[:1] or [0])[0]
+    if advertise_ms is not None and missed > 0 and (declined is None or declined < missed):
         late += (f"; a device whose task reached it after the key-advertisement window "
                  f"closed, {advertise_ms} ms after the round opened (--advertise-ms, or "
                  "--stage-ms for every stage: milliseconds), was late")

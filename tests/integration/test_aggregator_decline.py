@@ -89,7 +89,7 @@ def test_a_declined_seat_releases_the_round_without_waiting_its_deadline(port: s
     cohort = _cohort(f"run/decline/{port}".encode())
     declined_before = _declined()
 
-    async def scenario() -> tuple[Any, list[SessionResult], bool, pb.SubmitResponse]:
+    async def scenario() -> tuple[Any, list[SessionResult], bool, pb.SubmitResponse, Any]:
         async with _aggregator() as (_, channel, web):
             stub = pb_grpc.SecureAggregationStub(channel) if port == "grpc" else web
             control = AggregatorControl(channel, TOKEN)
@@ -101,9 +101,9 @@ def test_a_declined_seat_releases_the_round_without_waiting_its_deadline(port: s
             again = await stub.Decline(_request(cohort, DECLINING))
             outcomes = await take_part(channel, cohort, range(1, N))
             result = await control.result(cohort.round_id, 30)
-            return result, outcomes, declined, again
+            return result, outcomes, declined, again, await control.outcome(cohort.round_id)
 
-    result, outcomes, declined, again = run(scenario())
+    result, outcomes, declined, again, outcome = run(scenario())
     assert declined is True
     assert again.accepted is False
     assert all(o.contributed for o in outcomes), outcomes
@@ -111,6 +111,9 @@ def test_a_declined_seat_releases_the_round_without_waiting_its_deadline(port: s
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, N))))
     assert _declined() == declined_before + 1
+    # The round's outcome counts the seat given up (the coordinator names it in a too-few
+    # abort's reason), the repeat not again.
+    assert outcome.declined == 1
 
 
 def test_forged_borrowed_and_misdirected_declines_are_refused_and_change_nothing() -> None:
@@ -145,6 +148,8 @@ def test_forged_borrowed_and_misdirected_declines_are_refused_and_change_nothing
             await expect_status(grpc.StatusCode.NOT_FOUND, stub.Decline(
                 _request(other, DECLINING)))
             assert round_.server.expected_count() == N  # nobody's seat was released
+            control = AggregatorControl(channel, TOKEN)
+            assert (await control.outcome(cohort.round_id)).declined == 0
             # A member that advertised its keys cannot decline: its neighbours count on it.
             advertised = await stub.AdvertiseKeys(pb.AdvertiseKeysRequest(
                 session_id=cohort.session_id, keys=keys_to_pb(cohort.device(1).advertise_keys())))

@@ -47,7 +47,10 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
     assert run.state == "failed"
     reason = run.rounds[0].reason
     assert "too_few_devices" in reason
-    assert "advertise_keys 0; 25 devices in the cohort, n_min 15" in reason, reason
+    # Beside the stages' counts, the members that gave up their seats (their Declines, as the
+    # aggregator counted them): before, only its metric said so.
+    assert "advertise_keys 0; 25 declined; 25 devices in the cohort, n_min 15" in reason, reason
+    assert "key-advertisement window" not in reason  # (every missing member declined)
     assert '"refused the round"' in reason
     # Said once, then counted: the process's 25 devices refused alike (was a line each).
     assert log.count('"refused the round"') == 1, log

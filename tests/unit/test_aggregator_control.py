@@ -190,7 +190,7 @@ def test_the_combiners_outcome_merges_its_shards() -> None:
         return live
 
     registry = SimpleNamespace(
-        durable=True, outcome=lambda round_id: (record, tuple(shards)),
+        durable=True, outcome=lambda round_id: (record, tuple(shards)), pool=[],
         by_round=lambda round_id: SimpleNamespace(live_outcomes=live_outcomes))
     outcome = asyncio.run(ShardedRoundControl(registry).outcome(b"r"))  # type: ignore[arg-type]
     assert outcome.stage == Stage.SHARE_KEYS  # the earliest running shard's
@@ -205,3 +205,55 @@ def test_the_combiners_outcome_merges_its_shards() -> None:
     unknown = SimpleNamespace(durable=False, outcome=lambda round_id: None)
     handler = ShardedRoundControl(unknown)  # type: ignore[arg-type]
     assert asyncio.run(handler.outcome(b"r")).state == OutcomeState.UNKNOWN
+
+
+def _worker(outcome: RoundOutcome | None) -> SimpleNamespace:
+    """A worker whose control answers ``outcome`` (None: it does not answer)."""
+    async def answer(round_id: bytes) -> RoundOutcome:
+        if outcome is None:
+            raise StateError("the worker cannot say")
+        return outcome
+
+    return SimpleNamespace(control=SimpleNamespace(outcome=answer))
+
+
+def test_the_combiners_outcome_counts_its_shards_declines_also_once_they_finished() -> None:
+    """The combiner keeps no counts of its own: a finished shard's (per stage, and the members
+    that gave up their seats) are its worker's word, summed as a running shard's are. The
+    coordinator names them in a too-few abort's reason, asked once every shard has finished:
+    before, such a round's counts were empty and its declines unsaid."""
+    signed = SignedConfig(b"", b"")
+    shards = [Shard(i, signed, SimpleNamespace(round_id=b"r/%d" % i), i)  # type: ignore[arg-type]
+              for i in range(4)]
+    for shard in shards[1:]:
+        shard.state, shard.reason = RoundState.ABORTED, "too_few_devices"
+    live = [RoundOutcome("running", stage=Stage.ADVERTISE_KEYS, declined=1), None, None, None]
+    said = {1: RoundOutcome("aborted", stage_devices=((Stage.ADVERTISE_KEYS, 3),), declined=4),
+            2: RoundOutcome("aborted", stage_devices=((Stage.ADVERTISE_KEYS, 5),)),  # older
+            3: None}  # unreachable
+    record = RecordedOutcome(OutcomeState.RUNNING, b"\1" * 32)
+
+    async def live_outcomes() -> list[RoundOutcome | None]:
+        return live
+
+    registry = SimpleNamespace(
+        durable=True, outcome=lambda round_id: (record, tuple(shards)),
+        pool=[_worker(None)] + [_worker(said[i]) for i in (1, 2, 3)],
+        by_round=lambda round_id: SimpleNamespace(live_outcomes=live_outcomes))
+    outcome = asyncio.run(ShardedRoundControl(registry).outcome(b"r"))  # type: ignore[arg-type]
+    assert outcome.declined == 5
+    assert outcome.stage_devices == ((Stage.ADVERTISE_KEYS, 8),)
+    message = outcome_to_pb(outcome, True)
+    assert message.HasField("declined") and message.declined == 5
+    assert [s.HasField("declined") and s.declined for s in message.shards] == [1, 4, False,
+                                                                                 False]
+    # The finished shards' states stay the combiner's own.
+    assert [s.state for s in message.shards[1:]] == [pb.OUTCOME_STATE_ABORTED] * 3
+
+    # No worker says (all older): the count is unknown, not "none declined".
+    live[0] = RoundOutcome("running", stage=Stage.ADVERTISE_KEYS)
+    said[1] = RoundOutcome("aborted")
+    registry.pool = [_worker(None)] + [_worker(said[i]) for i in (1, 2, 3)]
+    outcome = asyncio.run(ShardedRoundControl(registry).outcome(b"r"))  # type: ignore[arg-type]
+    assert outcome.declined is None
+    assert not outcome_to_pb(outcome, True).HasField("declined")

@@ -75,3 +75,19 @@ def test_the_refusals_say_the_devices_gave_up_their_seats() -> None:
     hint = too_few_hint({"ADVERTISE_KEYS": 0}, 25, 15)
     assert "only give up their seats" in hint
     assert "never contact the aggregator" not in hint
+
+
+def test_the_members_that_declined_are_named_beside_the_stages_counts() -> None:
+    """The aggregator counts the members that gave up their seats (GetOutcome's declined): an
+    operator reading a too-few abort sees how many of the missing refused. Where the service
+    does not say (an aggregator before the count), nothing is claimed: not "0 declined"."""
+    hint = too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15, declined=9)
+    assert "accepted per stage: advertise_keys 12; 9 declined; 25 devices in the cohort" in hint
+    assert "; 0 declined; " in too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15, declined=0)
+    assert "(3 declined; 25 devices in the cohort" in too_few_hint({}, 25, 15, declined=3)
+    assert "declined" not in too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15)
+    # The first stage's window is named only where the declines leave members unaccounted for.
+    window = "key-advertisement window closed, 1000 ms"
+    assert window in too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15, 1000, declined=9)
+    assert window not in too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15, 1000, declined=13)
+    assert window in too_few_hint({"ADVERTISE_KEYS": 12}, 25, 15, 1000)
