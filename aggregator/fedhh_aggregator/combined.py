@@ -94,6 +94,18 @@ class Shard:
         return self.config.round_id
 
 
+async def drop_held(pool: WorkerPool, shards: list[Shard], *, delivered: bool) -> None:
+    """Tell each shard's worker to drop the sum it holds for the total, as ``delivered`` or
+    not; a worker that does not answer keeps it until its --result-ttl."""
+    async def one(shard: Shard) -> None:
+        control = pool[shard.worker].control
+        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+            await (control.cancel(shard.round_id, delivered=True) if delivered
+                   else control.cancel(shard.round_id))
+
+    await asyncio.gather(*(one(s) for s in shards))
+
+
 def plan_id(shards: list[Shard]) -> bytes:
     """The round's 32-byte identity: SHA-256 over its shards' signed configs and workers."""
     digest = hashlib.sha256(b"fedhh/combiner/v1/plan")
@@ -333,13 +345,7 @@ class CombinedRound:
         await self._drop_held([s for s in self.shards if holding(s)], delivered=delivered)
 
     async def _drop_held(self, shards: list[Shard], *, delivered: bool) -> None:
-        async def one(shard: Shard) -> None:
-            control = self.pool[shard.worker].control
-            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                await (control.cancel(shard.round_id, delivered=True) if delivered
-                       else control.cancel(shard.round_id))
-
-        await asyncio.gather(*(one(s) for s in shards))
+        await drop_held(self.pool, shards, delivered=delivered)
 
     async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is

@@ -26,6 +26,7 @@ import concurrent.futures
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ from fedhh.errors import AuthenticationError, ConfigError, FedhhError, StateErro
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.secagg.shards import MAX_SHARDS
-from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
+from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard, drop_held
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
@@ -96,8 +97,8 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             # taken over. A finished round is not: its tombstone only answers for it (a shard
             # on a worker no longer listed answers as unknown), and refusing it would leave an
             # operator who shrank --worker only the choice of dropping every round's record.
-            fetch_again = record.held and not (record.delivered or record.dropped) and (
-                time.time() < record.finished_at + self.limits.result_ttl_s)
+            held = record.held and time.time() < record.finished_at + self.limits.result_ttl_s
+            fetch_again = held and not (record.delivered or record.dropped)
             if not record.state or fetch_again:
                 try:
                     if unlisted:
@@ -118,6 +119,15 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             if record.state and not fetch_again:
                 self._tombstones.bury(record.round_id, _tombstone_of(record, shards),
                                       prune=False)
+                if held and (record.delivered or record.dropped):
+                    # A combiner stopped between this line and its word to the workers
+                    # (``_let_go``) left their shard sums held until their --result-ttl.
+                    # Told again: a worker that holds nothing of it answers without harm.
+                    self._in_background(record.round_id, drop_held(self.pool, [
+                        s for s in shards if s.worker < len(self.pool) and (
+                            record.released_shards is None
+                            or s.index in record.released_shards)],
+                        delivered=record.delivered))
                 continue
             round_ = self._new_round(record.round_id, shards)
             if fetch_again:
@@ -305,8 +315,11 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         if self.journal is not None:
             record = self.journal.delivered if delivered else self.journal.dropped
             written = record(round_.round_id)
-        task = asyncio.create_task(round_.let_go(written, delivered=delivered),
-                                   name=f"shards of {round_label(round_.round_id)}")
+        self._in_background(round_.round_id, round_.let_go(written, delivered=delivered))
+
+    def _in_background(self, round_id: bytes, telling: Coroutine[Any, Any, None]) -> None:
+        """Run ``telling`` (the round's word to its workers) in a task kept till it ends."""
+        task = asyncio.create_task(telling, name=f"shards of {round_label(round_id)}")
         self._letting_go.add(task)
         task.add_done_callback(self._letting_go.discard)
 
