@@ -21,7 +21,7 @@ import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import type { Admission } from "./merkle.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemJitter, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, type Stage, codeOf, decline, participate, pause,
+import { type RoundOptions, type RoundOutcome, Stage, codeOf, decline, participate, pause,
   timed } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { AuthenticationError } from "./task.js";
@@ -138,6 +138,13 @@ export interface LoopOptions extends RoundOptions {
   /** Told when a verified task is taken, before its config is checked. */
   onTask?: (task: Task) => void;
   /**
+   * Told when the device takes a seat in a round (a task whose config the coordinator signed:
+   * `seat`), and when it no longer holds one it could give up (undefined): it advertised its
+   * keys (a Decline is refused after that: its neighbours count on it), or its task ended.
+   * A page that goes meanwhile (closed, reloaded) gives the seat up at once (src/run.ts).
+   */
+  onSeat?: (seat: HeldSeat | undefined) => void;
+  /**
    * Told when a task is refused as not genuine (`error`: not signed by the coordinator key
    * pinned at enrolment, another device's, malformed): nothing is spent or sent for it, and
    * the device checks in again after `retryInMs`, naming it as known, so the coordinator
@@ -166,24 +173,43 @@ export function checkClock(deadlines: readonly bigint[], nowMs: number, overrunM
   }
 }
 
+/** A seat this device holds in the round of `task`, as its Decline names it. */
+export interface HeldSeat {
+  task: Task;
+  sessionId: Uint8Array;
+  admission: Admission;
+}
+
+/**
+ * The seat `task` gives this device; undefined where its config does not verify (or parse):
+ * such a config names no round this device has a seat in, and nothing is declined for it.
+ */
+async function seatOf(task: Task, identity: Identity, admission: Admission
+                     ): Promise<HeldSeat | undefined> {
+  try {
+    verifyConfig(task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic);
+    return { task, sessionId: await sessionIdOf(task.roundConfig), admission };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Give up the seat of a genuine task this device refuses (`decline` of src/round.ts, as the
  * Python device's `decline_round`), so that its round's first stage does not wait for it to
- * the deadline. Only for a config the coordinator signed and an aggregator the page may call:
- * a config that does not verify (or parse) names no round this device has a seat in.
+ * the deadline. Only for a config the coordinator signed (`seat`) and an aggregator the page
+ * may call.
  */
-async function declineTask(task: Task, identity: Identity, admission: Admission,
+async function declineTask(seat: HeldSeat | undefined, identity: Identity,
                            options: LoopOptions): Promise<boolean> {
-  let sessionId: Uint8Array;
+  if (seat === undefined) return false;
   let aggregator: Client<typeof SecureAggregation>;
   try {
-    verifyConfig(task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic);
-    sessionId = await sessionIdOf(task.roundConfig);
-    aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
+    aggregator = options.aggregatorFor(seat.task.aggregatorWebUrl, seat.task.aggregatorAddress);
   } catch {
     return false;
   }
-  return decline(aggregator, sessionId, identity.identitySeed, admission, options);
+  return decline(aggregator, seat.sessionId, identity.identitySeed, seat.admission, options);
 }
 
 /**
@@ -277,24 +303,36 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     const admission = { deviceId: task.secaggId,
                         identityKey: ed25519PublicFromSeed(identity.identitySeed),
                         cPk: keys.c.public, sPk: keys.s.public, proof: task.admission };
-    let device: SecAggDevice;
-    let ones: number[];
-    let aggregator: Client<typeof SecureAggregation>;
+    const seat = await seatOf(task, identity, admission);
+    if (seat !== undefined) options.onSeat?.(seat);
     try {
-      checkEpsLocal(task.epsLocal, taskFloors);
-      aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
-      device = await timed(roundOptions.timings, "config", () => SecAggDevice.create(
-        task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
-          identitySeed: identity.identitySeed, admission, roundKeys: keys,
-          policy: policyOf(taskFloors), rand: random }));
-      checkClock(device.config.deadlines, (options.now ?? Date.now)(), options.overrunMs);
-      ones = await timed(roundOptions.timings, "report", () => options.report(task, taskFloors));
-    } catch (error) {
-      await declineTask(task, identity, admission, options);
-      return refused(error);
+      let device: SecAggDevice;
+      let ones: number[];
+      let aggregator: Client<typeof SecureAggregation>;
+      try {
+        checkEpsLocal(task.epsLocal, taskFloors);
+        aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
+        device = await timed(roundOptions.timings, "config", () => SecAggDevice.create(
+          task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
+            identitySeed: identity.identitySeed, admission, roundKeys: keys,
+            policy: policyOf(taskFloors), rand: random }));
+        checkClock(device.config.deadlines, (options.now ?? Date.now)(), options.overrunMs);
+        ones = await timed(roundOptions.timings, "report", () => options.report(task, taskFloors));
+      } catch (error) {
+        await declineTask(seat, identity, options);
+        return refused(error);
+      }
+      // The seat is the device's to give up until its keys are advertised: the next stage is
+      // entered only once the aggregator accepted them.
+      const result = await participate(aggregator, device, ones, identity.identitySeed, admission, {
+        ...roundOptions,
+        onStage: (stage) => {
+          if (stage !== Stage.ADVERTISE_KEYS && seat !== undefined) options.onSeat?.(undefined);
+          roundOptions.onStage?.(stage);
+        } });
+      return { ...base, ...result };
+    } finally {
+      if (seat !== undefined) options.onSeat?.(undefined);
     }
-    const result = await participate(aggregator, device, ones, identity.identitySeed, admission,
-                                     roundOptions);
-    return { ...base, ...result };
   }
 }

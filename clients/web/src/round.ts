@@ -32,7 +32,7 @@ import type {
 } from "./device.js";
 import {
   AdvertiseKeysRequestSchema, AwaitStageRequestSchema, type AwaitStageResponse, AwaitStatus,
-  DeclineRequestSchema, type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
+  type DeclineRequest, DeclineRequestSchema, type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
   EncryptedShareSchema, MaskedInputHeaderSchema, MaskedVectorSchema, OwnerShareSchema,
   type SecAggAdmission, SecAggAdmissionSchema, SecAggStage, type SecureAggregation,
   SubmitConsistencyRequestSchema, type SubmitResponse, SubmitResponseSchema,
@@ -347,6 +347,17 @@ const CODE_OUTCOMES: Partial<Record<Code, RoundOutcome["outcome"]>> = {
   [Code.Canceled]: "unavailable", [Code.DeadlineExceeded]: "timed_out",
 };
 
+/** The Decline of this device's seat in round `sessionId`, signed as the admitted device. */
+export function declineRequest(sessionId: Uint8Array, identitySeed: Uint8Array,
+                               admission: Admission): DeclineRequest {
+  return create(DeclineRequestSchema, {
+    sessionId, credentials: create(DeviceCredentialsSchema, {
+      admission: admissionToPb(admission),
+      signature: ed25519Sign(identitySeed, callTranscript("decline", sessionId,
+                                                          admission.deviceId, new Uint8Array())),
+    }) });
+}
+
 /**
  * Give up this device's seat in round `sessionId` before it advertises its keys
  * (SecureAggregation.Decline, signed as the admitted device: device_client.py's `decline`), so
@@ -360,12 +371,7 @@ export async function decline(aggregator: Client<typeof SecureAggregation>, sess
                               identitySeed: Uint8Array, admission: Admission,
                               options: RetryOptions & { callTimeoutMs?: number } = {}
                              ): Promise<boolean> {
-  const request = create(DeclineRequestSchema, {
-    sessionId, credentials: create(DeviceCredentialsSchema, {
-      admission: admissionToPb(admission),
-      signature: ed25519Sign(identitySeed, callTranscript("decline", sessionId,
-                                                          admission.deviceId, new Uint8Array())),
-    }) });
+  const request = declineRequest(sessionId, identitySeed, admission);
   const call = {
     timeoutMs: options.callTimeoutMs ?? 30_000,
     ...(options.signal === undefined ? {} : { signal: options.signal }) };

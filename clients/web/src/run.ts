@@ -27,20 +27,23 @@
  * closed meanwhile resumes it on the next load.
  */
 
+import { toBinary } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
+import { createMethodUrl } from "@connectrpc/connect/protocol";
 
 import { type BudgetStore, DeviceBudget, IndexedDbBudgetStore } from "./budget.js";
 import { type BookLoader, loneSurrogate } from "./codec.js";
 import { type Floors, DEFAULT_FLOORS } from "./floors.js";
-import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
+import { DeclineRequestSchema, SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { type IdentityStore, type PendingEnrolment, IndexedDbIdentityStore } from "./identity.js";
-import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nextRound
-} from "./loop.js";
+import { type Coordinator, type HeldSeat, type TaskOptions, type TaskResult, newTaskMemory,
+  nextRound } from "./loop.js";
 import { KEY_BYTES, ed25519PublicFromSeed } from "./primitives.js";
 import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
-import { type RoundOptions, type Stage, codeOf, pause, transportFailed } from "./round.js";
+import { type RoundOptions, type Stage, codeOf, declineRequest, pause, transportFailed
+} from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
 import { StorageError, describeError, deviceDatabase } from "./storage.js";
 import {
@@ -139,6 +142,12 @@ export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "tim
   aggregatorUrl?: (webUrl: string, address: string) => string;
   /** The `fetch` of the Connect calls (the global one). */
   fetch?: typeof globalThis.fetch;
+  /**
+   * Where the page's "pagehide" comes from (the page itself, where there is one; tests give
+   * their own): a page that goes while the device holds a seat it has not advertised keys for
+   * gives the seat up (`declineAsThePageGoes`).
+   */
+  pageEvents?: EventTarget;
   /** A coordinator client of the page's own instead of one to `coordinatorUrl` (tests). */
   coordinator?: Coordinator;
   /** Stop after this many tasks (tests); none: until `signal` aborts. */
@@ -424,10 +433,14 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const data: DeviceData = { items: options.items,
                              counts: options.counts ?? options.items.map(() => 1) };
   const clients = new Map<string, Client<typeof SecureAggregation>>();
-  const aggregatorFor = (webUrl: string, address: string) => {
+  const urlOf = (webUrl: string, address: string) => {
     const url = options.aggregatorUrl?.(webUrl, address) ?? webUrl;
     if (url === "") throw new Error(`the task names no Connect URL for aggregator ${address}`);
     checkServiceUrl(url, `the Connect URL of aggregator ${address}`);
+    return url;
+  };
+  const aggregatorFor = (webUrl: string, address: string) => {
+    const url = urlOf(webUrl, address);
     let client = clients.get(url);
     if (client === undefined) {
       client = aggregatorClient(connectTransport(url, options.fetch));
@@ -438,42 +451,86 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const memory = newTaskMemory();
   const summary: DeviceSummary = { identity: shown, tasks: 0, contributed: 0,
                                    spent: budget.spent() };
-  const { taskOptions, tasks, draws, onEvent: _onEvent, ...rest } = options;
-  for (let n = 0; tasks === undefined || n < tasks; n++) {
-    let result: TaskResult;
-    try {
-      result = await nextRound(coordinator, identity, {
-        ...rest, memory, floors, aggregatorFor,
-        ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
-        onCheckIn: (failures) => tell({ type: "checking-in", failures }),
-        onCheckInFailed: (code, error, retryInMs) =>
-          tell({ type: "check-in-failed", code,
-                 message: noAnswerMessage(error, options.coordinatorUrl), retryInMs }),
-        onTask: (task) => tell({ type: "task", task }),
-        onTaskRefused: (error, refusals, retryInMs) =>
-          tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
-        onStage: (stage) => tell({ type: "stage", stage }),
-        report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,
-                                                    options.books, draws?.(task) ?? systemDraws),
-      });
-    } catch (error) {
-      if (options.signal?.aborted) break;
-      if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
-        throw new ConnectError(
-          `the coordinator refused the credential of device ${database} (device id ` +
-          `${identity.deviceId}: ${error.rawMessage}). It no longer knows this device (its ` +
-          "data was reset, or it is another deployment): the device needs a new enrolment " +
-          "token, and its stored identity forgotten", error.code, undefined, undefined, error);
+  const { taskOptions, tasks, draws, onEvent: _onEvent, pageEvents: _pageEvents, ...rest } = options;
+  let seat: HeldSeat | undefined;
+  const pageGoes = () => {
+    if (seat !== undefined) declineAsThePageGoes(seat, identity, urlOf, options.fetch);
+    seat = undefined;
+  };
+  const page = options.pageEvents ?? thePage();
+  page?.addEventListener("pagehide", pageGoes);
+  try {
+    for (let n = 0; tasks === undefined || n < tasks; n++) {
+      let result: TaskResult;
+      try {
+        result = await nextRound(coordinator, identity, {
+          ...rest, memory, floors, aggregatorFor,
+          ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
+          onCheckIn: (failures) => tell({ type: "checking-in", failures }),
+          onCheckInFailed: (code, error, retryInMs) =>
+            tell({ type: "check-in-failed", code,
+                   message: noAnswerMessage(error, options.coordinatorUrl), retryInMs }),
+          onTask: (task) => tell({ type: "task", task }),
+          onTaskRefused: (error, refusals, retryInMs) =>
+            tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
+          onStage: (stage) => tell({ type: "stage", stage }),
+          onSeat: (held) => { seat = held; },
+          report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,
+                                                      options.books, draws?.(task) ?? systemDraws),
+        });
+      } catch (error) {
+        if (options.signal?.aborted) break;
+        if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
+          throw new ConnectError(
+            `the coordinator refused the credential of device ${database} (device id ` +
+            `${identity.deviceId}: ${error.rawMessage}). It no longer knows this device (its ` +
+            "data was reset, or it is another deployment): the device needs a new enrolment " +
+            "token, and its stored identity forgotten", error.code, undefined, undefined, error);
+        }
+        throw error;
       }
-      throw error;
+      summary.tasks += 1;
+      if (result.contributed) summary.contributed += 1;
+      summary.spent = budget.spent();
+      tell({ type: "result", result, spent: summary.spent });
     }
-    summary.tasks += 1;
-    if (result.contributed) summary.contributed += 1;
-    summary.spent = budget.spent();
-    tell({ type: "result", result, spent: summary.spent });
+  } finally {
+    page?.removeEventListener("pagehide", pageGoes);
   }
   summary.spent = budget.spent();
   return summary;
+}
+
+/** The page this code runs in, as the target of its lifecycle events; none outside a page. */
+function thePage(): EventTarget | undefined {
+  const scope = globalThis as { addEventListener?: unknown; document?: unknown };
+  return typeof scope.addEventListener === "function" && scope.document !== undefined
+    ? globalThis as unknown as EventTarget : undefined;
+}
+
+/**
+ * Give up `seat` as the page goes (closed, reloaded, navigated away) before the device
+ * advertised its keys: its Decline (`declineRequest`, signed at once) as a keepalive fetch,
+ * which the browser sends on after the page is gone, as the demo page's last status post
+ * (48493dde). Nothing is waited for, retried or read: the page cannot. An aggregator the page
+ * may not call gets nothing. Before, the seat was left to the first stage's deadline, which
+ * the whole round then waited for.
+ */
+function declineAsThePageGoes(seat: HeldSeat, identity: Identity,
+                              urlOf: (webUrl: string, address: string) => string,
+                              fetchImpl: typeof globalThis.fetch | undefined): void {
+  let url: string;
+  try {
+    url = urlOf(seat.task.aggregatorWebUrl, seat.task.aggregatorAddress);
+  } catch {
+    return;
+  }
+  const body = toBinary(DeclineRequestSchema,
+                        declineRequest(seat.sessionId, identity.identitySeed, seat.admission));
+  (fetchImpl ?? globalThis.fetch)(createMethodUrl(url, SecureAggregation.method.decline), {
+    method: "POST", keepalive: true, body,
+    headers: { "Content-Type": "application/proto", "Connect-Protocol-Version": "1" },
+  }).catch(() => undefined);
 }
 
 // Enrolments that got no answer (a failed fetch counted as unavailable) or were shed: sent

@@ -10,19 +10,22 @@
  * - a round below the device's floors, or whose first stage closed long ago by the device's
  *   clock (`checkClock`), spends none of its budget and sends the aggregator nothing but its
  *   Decline (the seat given up, so the round need not wait for it to the deadline; before,
- *   nothing at all was sent).
+ *   nothing at all was sent);
+ * - a page that goes (pagehide) while its device holds a seat it has not advertised keys for
+ *   gives it up with a keepalive Decline; before, it dropped out silently and the round waited
+ *   for it to the first stage's deadline. Not before the seat, nor once keys are advertised.
  */
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { create, fromBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
 
 import { MemoryBudgetStore } from "../src/budget.js";
 import { concat, equal, u32, utf8 } from "../src/bytes.js";
 import { type Floors, DEFAULT_FLOORS } from "../src/floors.js";
-import { DeclineRequestSchema } from "../src/gen/fedhh/v1/aggregator_pb.js";
+import { DeclineRequestSchema, SubmitResponseSchema } from "../src/gen/fedhh/v1/aggregator_pb.js";
 import {
   DeviceService, type GetTaskRequest, type SignedTask, type Task, GetTaskResponseSchema, TaskSchema,
 } from "../src/gen/fedhh/v1/coordinator_pb.js";
@@ -83,7 +86,12 @@ interface Scenario {
   aggregatorCalls: string[];
   /** The bodies of the Decline calls among them. */
   declineBodies: Uint8Array[];
+  /** Whether each Decline was sent keepalive (to outlive its page). */
+  declineKeepalive: boolean[];
 }
+
+/** An aggregator call's answer of a test's own; undefined: refused as round_aborted. */
+type AggregatorAnswer = (url: string) => Response | undefined;
 
 /**
  * `runDevice` against a coordinator whose n-th GetTask (0, 1, ...) is answered by `answer`
@@ -93,7 +101,9 @@ interface Scenario {
  */
 async function scenario(answer: Answer, options: { floors?: Floors; tasks?: number;
                                                    jitter?: () => number;
-                                                   budgetStore?: MemoryBudgetStore } = {}
+                                                   budgetStore?: MemoryBudgetStore;
+                                                   page?: EventTarget;
+                                                   aggregator?: AggregatorAnswer } = {}
 ): Promise<Scenario> {
   const stop = new AbortController();
   const requests: GetTaskRequest[] = [];
@@ -113,6 +123,7 @@ async function scenario(answer: Answer, options: { floors?: Floors; tasks?: numb
   });
   const aggregatorCalls: string[] = [];
   const declineBodies: Uint8Array[] = [];
+  const declineKeepalive: boolean[] = [];
   const identities = new MemoryIdentityStore();
   await identities.save(identity);
   const events: DeviceEvent[] = [];
@@ -122,17 +133,21 @@ async function scenario(answer: Answer, options: { floors?: Floors; tasks?: numb
     coordinator: new CoordinatorClient(transport),
     floors: options.floors ?? SMALL_FLOORS, now: () => NOW, jitter: options.jitter ?? (() => 0),
     signal: stop.signal, ...(options.tasks === undefined ? {} : { tasks: options.tasks }),
+    ...(options.page === undefined ? {} : { pageEvents: options.page }),
     fetch: async (url, init) => {
       aggregatorCalls.push(String(url));
       if (String(url).endsWith(DECLINE)) {
         declineBodies.push(new Uint8Array(init!.body as Uint8Array));
+        declineKeepalive.push(init!.keepalive === true);
       }
+      const answered = options.aggregator?.(String(url));
+      if (answered !== undefined) return answered;
       return new Response(JSON.stringify({ code: "aborted", message: "refused by the test" }),
                           { status: 409, headers: { "Content-Type": "application/json" } });
     },
     onEvent: (event) => events.push(event),
   });
-  return { summary, events, requests, aggregatorCalls, declineBodies };
+  return { summary, events, requests, aggregatorCalls, declineBodies, declineKeepalive };
 }
 
 const kinds = (events: DeviceEvent[]) => events.map((e) => e.type)
@@ -266,6 +281,23 @@ test("a round below the device's floors spends none of its budget and only decli
   assert.deepEqual([eps.spent, eps.sent, eps.declined], [0, 0, 1]);
 });
 
+/**
+ * Whether `body` is this device's Decline of the round of `config`, its admission for seat 1,
+ * signed over the transcript as fedhh/rpc/aggregator_wire.py's call_transcript writes it:
+ * label || len(kind) kind || len(session) session || device id || len(digest) digest (empty).
+ */
+async function isThisDevicesDecline(body: Uint8Array, config: Uint8Array): Promise<boolean> {
+  const sent = fromBinary(DeclineRequestSchema, body);
+  const session = await sha256(LABELS.session, config);
+  const admission = sent.credentials!.admission!;
+  const field = (data: Uint8Array) => concat(u32(data.length), data);
+  const transcript = concat(utf8("fedhh/aggregator/v1/call"), field(utf8("decline")),
+                            field(session), u32(1), field(new Uint8Array()));
+  return equal(sent.sessionId, session) && admission.deviceId === 1
+    && equal(admission.identityKey, ed25519PublicFromSeed(identity.identitySeed))
+    && ed25519Verify(admission.identityKey, sent.credentials!.signature, transcript);
+}
+
 test("a refused round's Decline is this device's, signed over the call as the aggregator reads it",
      async () => {
   // The transcript written out as fedhh/rpc/aggregator_wire.py's call_transcript writes it:
@@ -277,16 +309,7 @@ test("a refused round's Decline is this device's, signed over the call as the ag
     return signed;
   }, { floors: DEFAULT_FLOORS, tasks: 1 });
   assert.equal(declineBodies.length, 1);
-  const sent = fromBinary(DeclineRequestSchema, declineBodies[0]!);
-  const session = await sha256(LABELS.session, config!);
-  assert.ok(equal(sent.sessionId, session));
-  const admission = sent.credentials!.admission!;
-  assert.equal(admission.deviceId, 1);
-  assert.ok(equal(admission.identityKey, ed25519PublicFromSeed(identity.identitySeed)));
-  const field = (data: Uint8Array) => concat(u32(data.length), data);
-  const transcript = concat(utf8("fedhh/aggregator/v1/call"), field(utf8("decline")),
-                            field(session), u32(1), field(new Uint8Array()));
-  assert.ok(ed25519Verify(admission.identityKey, sent.credentials!.signature, transcript));
+  assert.ok(await isThisDevicesDecline(declineBodies[0]!, config!));
 });
 
 test("a round whose first stage closed beyond the patience by its clock costs nothing", async () => {
@@ -352,4 +375,66 @@ test("a task of a coordinator newer than the page's code is refused at no cost, 
   const older = await oneRound({ ...SMALL, version: 3 });
   assert.match(older.result.detail, /ConfigError: unsupported RoundConfig version 3 \(this device reads version 4\): the coordinator is older than this page's device code: the operator must serve the bundle built from the coordinator's fedhh version, or upgrade the coordinator$/);
   assert.deepEqual([older.spent, older.sent, older.declined], [0, 0, 0]);
+});
+
+/** A page of the test's own: `goes()` fires its pagehide, as a closed or reloaded tab's. */
+function testPage(): EventTarget & { goes: () => void } {
+  const page = new EventTarget();
+  return Object.assign(page, { goes: () => { page.dispatchEvent(new Event("pagehide")); } });
+}
+
+const ADVERTISE = "/fedhh.v1.SecureAggregation/AdvertiseKeys";
+const AWAIT = "/fedhh.v1.SecureAggregation/AwaitStage";
+
+test("a page that goes before its device advertised keys gives its seat up, kept alive",
+     async () => {
+  // The tab closes while the device's keys are on their way (no answer yet): the device holds
+  // its seat until the aggregator accepted them.
+  const page = testPage();
+  let config: Uint8Array | undefined;
+  const { declineBodies, declineKeepalive, aggregatorCalls } = await scenario(async (request) => {
+    const signed = await taskFor(request, 1, SMALL);
+    config = fromBinary(TaskSchema, signed.task).roundConfig;
+    return signed;
+  }, { tasks: 1, page, aggregator: (url) => {
+    if (url.endsWith(ADVERTISE)) page.goes();
+    return undefined;
+  } });
+  assert.deepEqual(declineKeepalive, [true], aggregatorCalls.join(", "));
+  assert.ok(aggregatorCalls.every((url) => url.startsWith("https://aggregator.test/")));
+  assert.ok(await isThisDevicesDecline(declineBodies[0]!, config!));
+});
+
+test("a page that goes once its keys are advertised, or holding no seat, declines nothing",
+     async () => {
+  // Advertised: the aggregator accepted the keys, and the page goes at the next stage's wait
+  // (its neighbours count on the device now: it leaves as a dropout, which the round recovers).
+  const page = testPage();
+  const advertised = await scenario(async (request) => taskFor(request, 1, SMALL), {
+    tasks: 1, page, aggregator: (url) => {
+      if (url.endsWith(ADVERTISE)) {
+        return new Response(toBinary(SubmitResponseSchema, create(SubmitResponseSchema,
+                                                                  { accepted: true })),
+                            { status: 200, headers: { "Content-Type": "application/proto" } });
+      }
+      if (url.endsWith(AWAIT)) page.goes();
+      return undefined;
+    } });
+  assert.ok(advertised.aggregatorCalls.some((url) => url.endsWith(AWAIT)));
+  assert.deepEqual(advertised.declineKeepalive, []);
+  // Checking in (no task yet), and after the round ended for the device: nothing to give up.
+  const idle = testPage();
+  const between = await scenario(async (request, n) => {
+    idle.goes();
+    return n === 0 ? taskFor(request, 1, SMALL) : "hold";
+  }, { page: idle });
+  assert.ok(between.aggregatorCalls.some((url) => url.endsWith(ADVERTISE)));
+  assert.deepEqual(between.declineKeepalive, []);
+  // A refused task's own Decline is an ordinary call; a page that goes after it sends no other.
+  const refusing = testPage();
+  const refused = await scenario(async (request, n) => {
+    refusing.goes();
+    return n === 0 ? taskFor(request, 1, SMALL) : "hold";
+  }, { page: refusing, floors: DEFAULT_FLOORS });
+  assert.deepEqual(refused.declineKeepalive, [false]);
 });
