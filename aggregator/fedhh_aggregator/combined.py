@@ -154,6 +154,7 @@ class CombinedRound:
         self.abort_reason = ""
         self.total: np.ndarray | None = None
         self.finished = asyncio.Event()
+        self.sent_held = False  # (``RoundBook._expired``)
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
@@ -274,7 +275,8 @@ class CombinedRound:
             await asyncio.sleep(self.limits.result_ttl_s)
         except asyncio.CancelledError:
             return
-        log.warning("sharded round expired unfetched",
+        log.warning("sharded round expired unfetched" if not self.sent_held else
+                    "sharded round expired: sent, never said stored",
                     extra={"round_id": round_label(self.round_id), "state": self.state.value})
         self._on_expire(self)
 

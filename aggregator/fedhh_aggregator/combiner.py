@@ -290,9 +290,6 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         if record is not None and not record.unmask_started:
             self.journal.unmask_observed(round_.round_id)
 
-    def _expired(self, round_: CombinedRound) -> None:
-        self.forget(round_, "expired before its outcome was fetched")
-
     def forget(self, round_: CombinedRound, why: str, *, delivered: bool = False) -> None:
         if self._rounds.get(round_.round_id) is not round_:
             return

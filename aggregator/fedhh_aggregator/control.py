@@ -65,6 +65,7 @@ class ResultReport:
 class _Finishing(Protocol):
     round_id: bytes
     state: RoundState
+    sent_held: bool
 
     async def wait_finished(self, wait_s: float) -> RoundState: ...
 
@@ -127,7 +128,9 @@ class ControlHandler(ABC, Generic[R]):
         if state == RoundState.ABORTED:
             self._registry.forget(round_, "its abort was reported to the coordinator")
             self._count("aborted")
-        elif state == RoundState.RELEASED and not hold:
+        elif state == RoundState.RELEASED and hold:
+            round_.sent_held = True
+        elif state == RoundState.RELEASED:
             self._delivered(round_)
 
     def _delivered(self, round_: R) -> None:

@@ -156,6 +156,9 @@ class Tombstones(Generic[T]):
 
 
 class _Cancellable(Protocol):
+    # Its released sum was sent whole to a GetResult that asked it held (``hold``).
+    sent_held: bool
+
     async def cancel(self) -> RoundState: ...
 
 
@@ -214,6 +217,13 @@ class RoundBook(ABC, Generic[R, T]):
     @abstractmethod
     def forget(self, round_: R, why: str, *, delivered: bool = False) -> None:
         """Drop a round and everything it holds; keep its outcome as a tombstone."""
+
+    def _expired(self, round_: R) -> None:
+        # (a held sum sent whole was read, or at least received: before, it was said never
+        # fetched, which the coordinator that read it and lost its 'delivered' was told)
+        self.forget(round_, f"its {self.sum_name} was sent and never said stored by the "
+                    "coordinator within --result-ttl" if round_.sent_held
+                    else "expired before its outcome was fetched")
 
     async def cancel(self, round_id: bytes) -> RoundState:
         """Abort a running round, or drop a finished one's sum; idempotent."""

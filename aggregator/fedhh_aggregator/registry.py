@@ -207,9 +207,6 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
         self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
                               round_.reached_unmask, contributors)
 
-    def _expired(self, round_: Round) -> None:
-        self.forget(round_, "expired before its outcome was fetched")
-
     # -- control -------------------------------------------------------------------------------
 
     def close(self) -> None:

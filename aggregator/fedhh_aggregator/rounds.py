@@ -269,6 +269,7 @@ class Round:
         self.reached_unmask = False  # unmask requests were (or were about to be) published
         self.result: AggregateResult | None = None
         self.finished = asyncio.Event()
+        self.sent_held = False  # (``RoundBook._expired``)
         # Long-polls waiting for a change, each on its own future, in the order they came
         # (resolved by _notify; a poll that ends otherwise takes its own out): a future and a
         # timer per wait cost a third of asyncio.wait_for's task.
@@ -478,7 +479,8 @@ class Round:
             await asyncio.sleep(self.limits.result_ttl_s)  # the outcome waits for its fetch
         except asyncio.CancelledError:
             return
-        log.warning("round outcome expired unfetched",
+        log.warning("round outcome expired unfetched" if not self.sent_held else
+                    "round outcome expired: sent, never said stored",
                     extra={"round_id": round_label(self.round_id), "state": self.state.value})
         metrics.ROUNDS_EXPIRED.inc()
         self._hooks.expired(self)
