@@ -166,3 +166,16 @@ def test_a_coordinator_killed_mid_sharded_round_resumes_with_an_exact_ledger(
     # before unmasking meanwhile, aborted at no cost): never charged twice.
     assert states[0][1] in ("released", "aborted"), states
     assert [index for index, _ in spends(results)] == [0]
+
+
+def test_a_sharded_round_every_device_declines_says_how_many(topo: LocalTopology) -> None:
+    # n_min below the devices' floor (--min-cohort 50): every member of both shards declines,
+    # each worker's first stage closes at once, and the run's reason counts the declines of
+    # both shards, finished by the time it is written (the combiner asks their workers).
+    # Before, a finished sharded round's counts were empty: the reason had none.
+    with admin(topo) as client:
+        client.start_run(sharded(min_devices=40, max_attempts=1), run_id="declined")
+        run = client.wait("declined", 300)
+    assert run.state == "failed"
+    reason = run.rounds[0].reason
+    assert "advertise_keys 0; 200 declined; 200 devices in the cohort" in reason, reason
