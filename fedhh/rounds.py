@@ -66,9 +66,10 @@ class Released:
     true_counts: np.ndarray | None = None  # simulation only: actual false positives
     # Awaited once the release is stored (``RoundDriver._advance``): the aggregation service
     # holds the sum until then, so that a store failing in between loses nothing (the attempt
-    # is resumed from the held sum, not run again). Best effort: unconfirmed, the service
-    # drops it at its --result-ttl; a restart before it finds the release stored, and never
-    # reads the held sum again.
+    # is resumed from the held sum, not run again). It returns at once (the coordinator's
+    # tells the service in the background, again while it is away); unconfirmed, the service
+    # drops the sum at its --result-ttl; a restart before it finds the release stored, and
+    # never reads the held sum again.
     stored: Callable[[], Awaitable[None]] | None = field(default=None, compare=False,
                                                          repr=False)
 

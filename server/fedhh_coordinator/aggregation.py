@@ -79,8 +79,9 @@ class RoundService(Protocol[ReleaseT]):
 
     async def delivered(self, round_id: bytes) -> None:
         """The sum ``result`` read is stored with its round's release: the service, which
-        held it until then, drops it as delivered. Best effort (raises nothing): unconfirmed,
-        it is dropped at the service's --result-ttl."""
+        held it until then, drops it as delivered. Returns at once and raises nothing: the
+        service is told in the background, again while it cannot be reached; unconfirmed,
+        it drops the sum at its --result-ttl."""
         ...
 
 
