@@ -285,12 +285,16 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)
-        if request.run_id in self._storing:
+        try:
+            return await self._answer(request.run_id)
+        except NotFoundError:
             # (before: "unknown run", and a caller whose StartRun passed its deadline started
-            # it again)
-            raise NotFoundError(f"run {shown(request.run_id)} is not stored yet: a StartRun of "
-                                "it is storing it")
-        return await self._answer(request.run_id)
+            # it again. The store asked first: a StartRun of a stored run's id, a retry of one
+            # that succeeded, is storing it until the store refuses it ALREADY_EXISTS)
+            if request.run_id not in self._storing:
+                raise
+            raise NotFoundError(f"run {shown(request.run_id)} is not stored yet: a StartRun "
+                                "of it is storing it") from None
 
     @status_errors
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
@@ -340,14 +344,18 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         run_id = request.run_id
         by = f"the admin API's caller at {context.peer()}"
-        storing = self._storing.get(run_id)
-        if storing is not None:
+        try:
+            self._cancel(run_id, by)
+        except NotFoundError:
+            storing = self._storing.get(run_id)
+            if storing is None:
+                raise
             # A run StartRun is still storing (its caller's deadline passed, and the caller
             # cancels it) is cancelled once stored, even if this call is gone by then. Before,
-            # the cancel was NOT_FOUND, and the run was stored after it and ran, charged.
+            # the cancel was NOT_FOUND, and the run was stored after it and ran, charged. (A
+            # stored run's id that a retried StartRun is storing is cancelled at once, above:
+            # waiting for that StartRun's refusal took its solve's time.)
             await asyncio.shield(asyncio.ensure_future(self._cancel_stored(storing, run_id, by)))
-        else:
-            self._cancel(run_id, by)
         return await self._answer(run_id)
 
     async def _cancel_stored(self, storing: asyncio.Future[Any], run_id: str, by: str) -> None:

@@ -222,3 +222,68 @@ def test_a_get_run_of_a_run_being_stored_says_so(tmp_path: Path, held: HeldWrite
     assert isinstance(asked, Refused) and asked.code == grpc.StatusCode.NOT_FOUND, asked
     assert "not stored yet: a StartRun of it is storing it" in asked.details
     assert stored.state == "pending"
+
+
+async def stored_then_started_again(admin: AdminService, held: HeldWrites
+                                    ) -> asyncio.Future[pb.Run]:
+    """Run "p" stored, then a second StartRun of "p" (a caller retrying one that succeeded)
+    held in its write, which refuses it ALREADY_EXISTS once released."""
+    held.release.set()
+    await admin.StartRun(pb.StartRunRequest(run_id="p", config=CONFIG),
+                         Context())  # type: ignore[arg-type]
+    held.first.clear()
+    held.release.clear()
+    return await storing(admin, held)
+
+
+def test_a_stored_run_another_start_run_of_its_id_is_storing_is_answered_by_get_run(
+        tmp_path: Path, held: HeldWrites) -> None:
+    # (before: NOT_FOUND 'not stored yet' for the stored run, for as long as the retry's
+    # solve and deny list took: `fedhh admin wait` and `results` failed on it)
+    admin, store = service(tmp_path)
+
+    async def go() -> tuple[Refused | pb.Run, Refused | pb.Run]:
+        again = await stored_then_started_again(admin, held)
+        try:
+            asked: Refused | pb.Run = await admin.GetRun(
+                pb.GetRunRequest(run_id="p"), Context())  # type: ignore[arg-type]
+        except Refused as refused:
+            asked = refused
+        finally:
+            held.release.set()
+        try:
+            return asked, await again
+        except Refused as refused:
+            return asked, refused
+
+    try:
+        asked, again = asyncio.run(go())
+    finally:
+        store.close()
+    assert isinstance(asked, pb.Run), asked
+    assert asked.run_id == "p" and asked.state == "pending"
+    assert isinstance(again, Refused) and again.code == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_a_stored_run_another_start_run_of_its_id_is_storing_is_cancelled_at_once(
+        tmp_path: Path, held: HeldWrites) -> None:
+    # (before: the cancel waited for the retry's storing to fail, past its caller's deadline
+    # where the retry's solve is long)
+    admin, store = service(tmp_path)
+
+    async def go() -> pb.Run:
+        again = await stored_then_started_again(admin, held)
+        try:
+            return await asyncio.wait_for(admin.CancelRun(
+                pb.CancelRunRequest(run_id="p"), Context()), 60)  # type: ignore[arg-type]
+        finally:
+            held.release.set()
+            with contextlib.suppress(Refused):
+                await again
+
+    try:
+        answered = asyncio.run(go())
+        assert store.run_state("p") == "cancelled"
+    finally:
+        store.close()
+    assert answered.state == "cancelled"
