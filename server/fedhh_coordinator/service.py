@@ -355,7 +355,11 @@ class AdminService(pb_grpc.AdminServiceServicer):
             # the cancel was NOT_FOUND, and the run was stored after it and ran, charged. (A
             # stored run's id that a retried StartRun is storing is cancelled at once, above:
             # waiting for that StartRun's refusal took its solve's time.)
-            await asyncio.shield(asyncio.ensure_future(self._cancel_stored(storing, run_id, by)))
+            cancelling = asyncio.ensure_future(self._cancel_stored(storing, run_id, by))
+            # (a storing that failed leaves its NOT_FOUND to this call's caller; retrieved here
+            # for a call gone by then, else logged as "exception was never retrieved")
+            cancelling.add_done_callback(lambda done: done.cancelled() or done.exception())
+            await asyncio.shield(cancelling)
         return await self._answer(run_id)
 
     async def _cancel_stored(self, storing: asyncio.Future[Any], run_id: str, by: str) -> None:

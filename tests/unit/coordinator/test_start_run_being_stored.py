@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -287,3 +288,36 @@ def test_a_stored_run_another_start_run_of_its_id_is_storing_is_cancelled_at_onc
     finally:
         store.close()
     assert answered.state == "cancelled"
+
+
+def test_a_cancel_given_up_of_a_run_whose_storing_failed_logs_no_unretrieved_error(
+        tmp_path: Path, held: HeldWrites, caplog: pytest.LogCaptureFixture) -> None:
+    # (before: asyncio's "Task exception was never retrieved", a traceback of the NOT_FOUND
+    # nobody was left to be told)
+    admin, store = service(tmp_path)
+    held.fail = StoreUnavailable("the disk went away")
+
+    async def go() -> None:
+        first = await storing(admin, held)
+        cancel = asyncio.ensure_future(admin.CancelRun(
+            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        cancel.cancel()  # (its caller's deadline)
+        with contextlib.suppress(asyncio.CancelledError):
+            await cancel
+        held.release.set()
+        with contextlib.suppress(Refused):
+            await first
+        # (the cancel's own task ends once the storing's end reaches it)
+        for _ in range(6000):
+            if asyncio.all_tasks() == {asyncio.current_task()}:
+                break
+            await asyncio.sleep(0.01)
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    try:
+        asyncio.run(go())
+        gc.collect()
+    finally:
+        store.close()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
