@@ -181,21 +181,27 @@ class CombinedRound:
             return self.released_with
         return sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
 
-    def take_over_released(self, contributors: int, shards: tuple[int, ...] | None) -> None:
+    def take_over_released(self, contributors: int, shards: tuple[int, ...] | None,
+                           lost: tuple[int, ...] | None = None) -> None:
         """Mark a round taken over after its release (a restart), with ``contributors``,
         its total made of the sums of ``shards`` (indices; None: not recorded): only those
         are fetched again, each other shard is aborted up front. A shard the combiner gave
         up on before the release (its worker unreachable past ``patience_s``) may hold a
         released sum at its worker all the same: taken in now, it stood in for a shard whose
-        sum was lost meanwhile, the same count (equal shards) and another total. (Set
-        before :meth:`start`, before the journal is open: nothing is journaled here.)"""
+        sum was lost meanwhile, the same count (equal shards) and another total. Those
+        others reached unmasking as ``lost`` says (None: not recorded, each is taken to
+        have): the coordinator charges the total at n_min where one did, and refuses a
+        resumed total charged otherwise than before (before, each was said to have, and
+        the same total, rebuilt whole, was refused where none had). (Set before
+        :meth:`start`, before the journal is open: nothing is journaled here.)"""
         self.released_with = contributors
         if shards is None:
             return
         self._released_from = frozenset(shards)
         for shard in self.shards:
             if shard.index not in self._released_from:
-                shard.state, shard.reached_unmask = RoundState.ABORTED, True
+                shard.state = RoundState.ABORTED
+                shard.reached_unmask = lost is None or shard.index in lost
                 shard.reason = "its sum was not in the total released before a restart"
 
     def start(self) -> None:

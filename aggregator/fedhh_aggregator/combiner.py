@@ -131,7 +131,8 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                 continue
             round_ = self._new_round(record.round_id, shards)
             if fetch_again:
-                round_.take_over_released(record.contributors, record.released_shards)
+                round_.take_over_released(record.contributors, record.released_shards,
+                                          record.lost_shards)
             # Its workers accepted every shard before the coordinator heard of the round:
             # one that has no record of its shard now lost it (``Shard.opened``). Before, a
             # taken-over shard never counted as accepted, and one whose worker had also lost
@@ -274,12 +275,15 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                   ) -> concurrent.futures.Future[None] | None:
         if self.journal is None:
             return None
-        released = state == RoundState.RELEASED
+        if state != RoundState.RELEASED:
+            return self.journal.finished(round_.round_id, state.value, round_.abort_reason,
+                                         round_.reached_unmask, round_.contributors)
+        out = [s for s in round_.shards if s.state != RoundState.RELEASED]
         return self.journal.finished(
             round_.round_id, state.value, round_.abort_reason, round_.reached_unmask,
-            round_.contributors, held=released,
-            shards=[s.index for s in round_.shards if s.state == RoundState.RELEASED]
-            if released else None)
+            round_.contributors, held=True,
+            shards=[s.index for s in round_.shards if s.state == RoundState.RELEASED],
+            lost=[s.index for s in out if s.reached_unmask])
 
     def _unmask_seen(self, round_: CombinedRound) -> None:
         # (not again for a round whose record says so: one taken over after its release

@@ -17,7 +17,7 @@ written and fsync'd before the event it records takes effect:
   contributor count; a combiner's released round adds ``held``: its workers hold their shard
   sums until the total is delivered or dropped, so a restarted combiner can fetch them again,
   and ``shards``, the indices of the shards whose sums made the total, the only ones it
-  fetches again);
+  fetches again, with ``lost``, those of the others that reached unmasking);
 - ``delivered``: the whole sum was streamed to the coordinator (or, held for it, the coordinator
   said it read it);
 - ``dropped`` (the combiner's): a released total nobody will fetch (cancelled, expired) was
@@ -115,11 +115,14 @@ class RoundRecord:
     # (the combiner's) released: the shards whose sums made the total (None: not recorded,
     # a journal from before the field)
     released_shards: tuple[int, ...] | None = None
+    # and the other shards that reached unmasking (None: not recorded)
+    lost_shards: tuple[int, ...] | None = None
 
 
 def _version_of(op: str, fields: dict[str, Any]) -> int:
     """The oldest version that reads a line rightly (module docstring)."""
-    return 2 if op in _V2_OPS or fields.get("held") or "shards" in fields else 1
+    return 2 if op in _V2_OPS or fields.get("held") or "shards" in fields \
+        or "lost" in fields else 1
 
 
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
@@ -159,7 +162,7 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
         contributors = entry.get("contributors", 0)
         reached_unmask = entry.get("reached_unmask", False)
         held = entry.get("held", False)
-        shards = entry.get("shards")
+        shards, lost = entry.get("shards"), entry.get("lost")
         if state not in OUTCOME_STATES:
             raise ValueError(f"an outcome is one of {', '.join(OUTCOME_STATES)}, not "
                              f"{state!r:.40}")
@@ -169,19 +172,25 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
         if not (isinstance(reason, str) and isinstance(reached_unmask, bool)
                 and isinstance(held, bool)):
             raise ValueError("a reason is text, reached_unmask and held true or false")
-        if shards is not None and not (isinstance(shards, list) and len(shards) <= MAX_SHARDS
-                                       and all(type(i) is int and 0 <= i < MAX_SHARDS
-                                               for i in shards)):
-            raise ValueError(f"released shards are a list of shard indices, not {shards!r:.40}")
+        for what, indices in (("released", shards), ("lost", lost)):
+            if indices is not None and not _shard_indices(indices):
+                raise ValueError(f"{what} shards are a list of shard indices, not "
+                                 f"{indices!r:.40}")
         records[round_id] = replace(
             record, state=state, reason=reason[:MAX_REASON],
             unmask_started=record.unmask_started or reached_unmask,
             contributors=contributors, finished_at=float(at), held=held,
-            released_shards=None if shards is None else tuple(shards))
+            released_shards=None if shards is None else tuple(shards),
+            lost_shards=None if lost is None else tuple(lost))
     elif op == "delivered":
         records[round_id] = replace(record, delivered=True)
     elif op == "dropped":
         records[round_id] = replace(record, dropped=True)
+
+
+def _shard_indices(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= MAX_SHARDS and all(
+        type(i) is int and 0 <= i < MAX_SHARDS for i in value)
 
 
 def _record_lines(record: RoundRecord) -> Iterable[bytes]:
@@ -197,6 +206,8 @@ def _record_lines(record: RoundRecord) -> Iterable[bytes]:
         held: dict[str, Any] = {"held": True} if record.held else {}
         if record.released_shards is not None:
             held["shards"] = list(record.released_shards)
+        if record.lost_shards is not None:
+            held["lost"] = list(record.lost_shards)
         yield _line("finish", record.round_id, state=record.state, reason=record.reason,
                     reached_unmask=record.unmask_started, contributors=record.contributors,
                     at=record.finished_at, **held)
@@ -474,13 +485,17 @@ class Journal:
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
                  contributors: int, *, held: bool = False,
-                 shards: Sequence[int] | None = None) -> concurrent.futures.Future[None]:
+                 shards: Sequence[int] | None = None, lost: Sequence[int] | None = None
+                 ) -> concurrent.futures.Future[None]:
         """Record a round's outcome (written in order, without waiting; the write's future,
         as :meth:`delivered`'s); ``held``: a combiner's released round whose workers hold
-        their shard sums, ``shards``: the indices of the shards whose sums made its total."""
+        their shard sums, ``shards``: the indices of the shards whose sums made its total,
+        ``lost``: of the others, those that reached unmasking."""
         extra: dict[str, Any] = {"held": True} if held else {}
         if shards is not None:
             extra["shards"] = list(shards)
+        if lost is not None:
+            extra["lost"] = list(lost)
         return self._submit_logged(_line(
             "finish", round_id, state=state, reason=reason[:MAX_REASON],
             reached_unmask=reached_unmask, contributors=contributors, at=time.time(), **extra))

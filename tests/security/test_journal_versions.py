@@ -109,11 +109,12 @@ def test_a_version_1_journal_of_every_kind_reads_as_before(tmp_path: Path) -> No
     assert (plain.held, plain.delivered, plain.contributors) == (False, True, 4)
 
 
-@pytest.mark.parametrize("shards", [(0, 2), None])
+@pytest.mark.parametrize(("shards", "lost"), [((0, 2), (1,)), ((0, 2), ()), (None, None)])
 def test_the_shards_of_a_released_total_read_back_and_survive_a_rewrite(
-        tmp_path: Path, shards: tuple[int, ...] | None) -> None:
+        tmp_path: Path, shards: tuple[int, ...] | None, lost: tuple[int, ...] | None) -> None:
     # (a restarted combiner fetches only these shard sums again: CombinedRound.take_over_released;
-    # None, a line written before the field: every shard, the count checked alone)
+    # None, a line written before the field: every shard, the count checked alone; ``lost``,
+    # the others that reached unmasking, as the coordinator's charge counts them)
     async def write() -> None:
         journal = Journal(tmp_path)
         journal.load()
@@ -121,36 +122,38 @@ def test_the_shards_of_a_released_total_read_back_and_survive_a_rewrite(
         try:
             await journal.opened(b"r", SESSION, {"shards": []})
             await asyncio.wrap_future(journal.finished(b"r", "released", "", True, 6, held=True,
-                                                       shards=shards))
+                                                       shards=shards, lost=lost))
         finally:
             journal.close()
 
-    def read_back(rewrite: bool) -> tuple[int, ...] | None:
+    def read_back(rewrite: bool) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
         journal = Journal(tmp_path)
         try:
             (record,) = journal.load().values()
             if rewrite:
                 journal.rewrite()
-            return record.released_shards
+            return record.released_shards, record.lost_shards
         finally:
             journal.close()
 
     asyncio.run(write())
-    assert read_back(rewrite=True) == shards
-    assert read_back(rewrite=False) == shards  # (the rewritten file)
+    assert read_back(rewrite=True) == (shards, lost)
+    assert read_back(rewrite=False) == (shards, lost)  # (the rewritten file)
 
 
+@pytest.mark.parametrize("field", ["shards", "lost"])
 @pytest.mark.parametrize("shards", ['"0"', "[true]", "[-1]", "[100000]", '["0"]'])
 def test_released_shards_that_could_not_have_been_written_are_damage(
-        tmp_path: Path, shards: str) -> None:
+        tmp_path: Path, shards: str, field: str) -> None:
     round_id = b"r".hex()
     (tmp_path / "outcomes.jsonl").write_text(
         f'{{"v":1,"op":"open","round":"{round_id}","session":"{"00" * 32}","at":1}}\n'
         f'{{"v":2,"op":"finish","round":"{round_id}","state":"released","reason":"",'
-        f'"reached_unmask":true,"contributors":6,"at":2,"held":true,"shards":{shards}}}\n')
+        f'"reached_unmask":true,"contributors":6,"at":2,"held":true,"{field}":{shards}}}\n')
     journal = Journal(tmp_path)
     try:
-        with pytest.raises(ConfigError, match=r"outcomes.jsonl:2 is damaged \(released shards"):
+        what = "released" if field == "shards" else "lost"
+        with pytest.raises(ConfigError, match=rf"outcomes.jsonl:2 is damaged \({what} shards"):
             journal.load()
     finally:
         journal.close()

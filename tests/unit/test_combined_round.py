@@ -665,6 +665,34 @@ def test_a_total_released_before_a_restart_is_rebuilt_from_the_same_shards_alone
     assert second.told == []  # (its sum was never fetched: nothing to drop by the round)
 
 
+class EarlyAbortedWorker(HoldingWorker):
+    """A worker whose shard aborted before unmasking (too few of its devices in time)."""
+
+    async def result(self, round_id: bytes, wait_s: float, hold: bool = False) -> Any:
+        raise RoundAborted("too_few_devices", reached_unmask=False)
+
+    async def outcome(self, round_id: bytes) -> RoundOutcome:
+        return RoundOutcome("aborted", reached_unmask=False, abort_reason="too_few_devices",
+                            durable=True)
+
+
+@pytest.mark.parametrize(("other", "reached_unmask"), [
+    (EarlyAbortedWorker, False), (GivenUpWorker, True)])
+def test_a_total_rebuilt_after_a_restart_says_what_its_other_shards_said_at_the_release(
+        tmp_path: Path, other: type[HoldingWorker], reached_unmask: bool) -> None:
+    # The coordinator charges a total at its proven count, or at n_min where a shard outside
+    # it reached unmasking, and refuses a resumed total whose charge is not the one recorded
+    # before its restart. Before, the restarted combiner said every shard outside the total
+    # reached unmasking, also one that aborted before it: the same total, rebuilt whole, was
+    # charged otherwise and refused unread, its attempt lost and its round run again.
+    first = HoldingWorker(honest())
+    asyncio.run(released_then_stopped(tmp_path, first, other(2 * honest())))
+    _, (report,) = asyncio.run(result_after_restart(tmp_path, first, other(2 * honest())))
+    assert report.state == RoundState.RELEASED and report.total is not None
+    assert [(s.state, s.reached_unmask) for s in report.shards] == [
+        (RoundState.RELEASED, True), (RoundState.ABORTED, reached_unmask)]
+
+
 class FinishHeldJournal(Journal):
     """A journal whose ``finish`` lines wait for ``written`` (a slow disk), or fail (``full``)."""
 
