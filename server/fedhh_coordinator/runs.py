@@ -32,8 +32,16 @@ from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh.server.prefixtree import Found
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.slow_reads import off_loop
-from fedhh_coordinator.store import ACTIVE, RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
+from fedhh_coordinator.slow_reads import shared
+from fedhh_coordinator.store import (
+    ACTIVE,
+    RUN_ID,
+    RUN_ID_RULE,
+    RunHead,
+    RunRow,
+    Store,
+    decoded,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,16 +136,37 @@ class RunParts:
     @classmethod
     def load(cls, row: RunRow) -> RunParts:
         """StoreDamaged if the row's config, ledger or tree state does not read back."""
+        return RunFixed.of(row).parts(row)
+
+
+@dataclass(frozen=True)
+class RunFixed:
+    """What of a stored run never changes once StartRun stored it: its configuration and its
+    prefix tree (codec, deny list, and mechanisms at the ledger's eps_local and allocation,
+    which charges leave as they are: ``PrivacyLedger.record`` adds spends), with its row's
+    ``created_at`` (``RunHead``), which tells it from any other run of its id. Kept, it
+    rebuilds the run's parts from the changing part of its row alone (``parts``)."""
+
+    config: RunConfig
+    tree: PrefixTree
+    created_at: float = 0.0
+
+    @classmethod
+    def of(cls, row: RunRow, created_at: float = 0.0) -> RunFixed:
+        """StoreDamaged if the row's config, ledger or deny list does not read back."""
         config = stored_config(row)
-        ledger = stored_ledger(row)
-        state = _read(row, "tree", TreeState.from_dict)
+        mechanism, rounds = mechanisms(config, stored_ledger(row))
         width = config.code_bits(Mode.NETWORK)
-        codec = run_codec(config)
-        mechanism, rounds = mechanisms(config, ledger)
-        tree = PrefixTree(config.tree(Mode.NETWORK), codec, mechanism,
+        tree = PrefixTree(config.tree(Mode.NETWORK), run_codec(config), mechanism,
                           _read(row, "deny_codes", lambda codes: cw.from_ints(codes, width)),
                           rounds)
-        return cls(row.run_id, config, tree, state, ledger)
+        return cls(config, tree, created_at)
+
+    def parts(self, row: RunRow | RunHead) -> RunParts:
+        """The run's parts with ``row``'s tree state and ledger (StoreDamaged if they do not
+        read back)."""
+        return RunParts(row.run_id, self.config, self.tree,
+                        _read(row, "tree", TreeState.from_dict), stored_ledger(row))
 
 
 def run_codec(config: RunConfig) -> Codec:
@@ -183,17 +212,7 @@ class ShownDenyLists:
         kept = self.kept(run_id)
         if kept is not None:
             return kept
-        showing = self._showing.get(run_id)
-        if showing is None:
-            showing = asyncio.ensure_future(off_loop(self._shown, store, run_id))
-            self._showing[run_id] = showing
-            showing.add_done_callback(lambda done: self._shown_done(run_id, done))
-        return await asyncio.shield(showing)
-
-    def _shown_done(self, run_id: str, done: asyncio.Future[tuple[str, ...]]) -> None:
-        self._showing.pop(run_id, None)
-        if not done.cancelled():
-            done.exception()  # (each caller's to raise; retrieved here for the callers gone)
+        return await shared(self._showing, run_id, self._shown, store, run_id)
 
     def _shown(self, store: Store, run_id: str) -> tuple[str, ...]:
         kept = self.kept(run_id)
@@ -259,7 +278,7 @@ def newer_settings(config: dict[str, Any]) -> list[str]:
     return newer_fields(config, known, lists)
 
 
-def newer_records(row: RunRow, records: tuple[str, ...] = tuple(_RECORDS)) -> str:
+def newer_records(row: RunRow | RunHead, records: tuple[str, ...] = tuple(_RECORDS)) -> str:
     """What says that a later fedhh wrote the run's ``records`` (``newer_fields`` of its
     config, tree state and ledger; a ledger version past the one this fedhh writes), as the
     end of a sentence naming the run; "" if nothing does."""
@@ -306,11 +325,11 @@ def _valid_config(text: str) -> RunConfig:
     return RunConfig.from_dict(json.loads(text)).validate(Mode.NETWORK)
 
 
-def stored_ledger(row: RunRow) -> PrivacyLedger:
+def stored_ledger(row: RunRow | RunHead) -> PrivacyLedger:
     return _read(row, "ledger", PrivacyLedger.from_dict)
 
 
-def _read(row: RunRow, field: str, decode: Callable[[Any], T]) -> T:
+def _read(row: RunRow | RunHead, field: str, decode: Callable[[Any], T]) -> T:
     """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field,
     or saying that a later fedhh wrote it (``newer_records``)."""
     newer = newer_records(row, (field,)) if field in _RECORDS else ""

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 # The reads in progress at once; more wait their turn. They are mostly Python (decoding rows
 # and deny lists, composing ledgers), which the GIL runs one at a time: more threads would not
@@ -35,3 +36,25 @@ async def off_loop(read: Callable[..., T], /, *args: object) -> T:
     context = contextvars.copy_context()
     return await asyncio.get_running_loop().run_in_executor(
         _pool, functools.partial(context.run, read, *args))
+
+
+async def shared(running: dict[K, asyncio.Future[T]], key: K, read: Callable[..., T], /,
+                 *args: object) -> T:
+    """``read(*args)`` in a slow reads' thread (``off_loop``), once for every caller that
+    comes while it runs (``running``: key -> the read under way): they wait here, on the
+    event loop, holding no thread. A caller that goes away leaves the read to the others
+    (shielded); a read that fails after every caller left has its error retrieved, not
+    logged as "exception was never retrieved" (each caller raises its own)."""
+    under_way = running.get(key)
+    if under_way is None:
+        under_way = asyncio.ensure_future(off_loop(read, *args))
+        running[key] = under_way
+        under_way.add_done_callback(lambda done: _read_done(running, key, done))
+    return await asyncio.shield(under_way)
+
+
+def _read_done(running: dict[K, asyncio.Future[T]], key: K, done: asyncio.Future[T]) -> None:
+    if running.get(key) is done:
+        del running[key]
+    if not done.cancelled():
+        done.exception()

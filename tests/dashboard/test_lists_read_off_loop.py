@@ -28,7 +28,7 @@ from fedhh_coordinator.store import Store
 # How long a read waits for the loop to run its callback: a free loop runs it at once; a
 # read on the loop's own thread waits it out (once: the reads after it do not wait)
 PROBE_S = 30.0
-READS = ((Store, "run"), (Store, "rounds"), (Store, "run_states"), (Reader, "run_times"),
+READS = ((Store, "run_head"), (Store, "rounds"), (Store, "run_states"), (Reader, "run_times"),
          (Reader, "fleet"), (Reader, "recent_enrollments"), (Reader, "device_charges"))
 
 

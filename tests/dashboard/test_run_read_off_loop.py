@@ -1,5 +1,6 @@
 """A run's page, its downloads and each render of its live page read the run from the store
-and build its parts (``RunParts.load``) in a thread, not on the coordinator's event loop.
+and build its parts (``RunFixed``, ``RunFixed.parts``) in a thread, not on the coordinator's
+event loop.
 
 ``Views.run`` read the row whole, built the run's tree and ledger and read its rounds on the
 loop, once a second while a live page was open: ~2.2 s for ``RunParts.load`` alone with a
@@ -22,7 +23,7 @@ from offline_dashboard_kit import offline_dashboard
 
 from fedhh.config import RunConfig
 from fedhh_coordinator.dashboard import views as views_module
-from fedhh_coordinator.runs import RunParts, create_run
+from fedhh_coordinator.runs import RunFixed, create_run
 from fedhh_coordinator.store import Store
 
 
@@ -34,7 +35,8 @@ def test_the_run_page_download_and_live_render_read_the_run_in_a_thread(
                                             min_devices=300, deny_list=("spam", "eggs")), "d"))
     # (each call from now on: whether it ran on the thread of the event loop, asyncio.run's)
     on_loop: dict[str, list[bool]] = {}
-    for owner, name in ((RunParts, "load"), (Store, "run"), (Store, "rounds")):
+    for owner, name in ((RunFixed, "of"), (RunFixed, "parts"), (Store, "run"),
+                        (Store, "run_head"), (Store, "rounds")):
         step: Callable[..., Any] = getattr(owner, name)
 
         def watched(*args: Any, _name: str = name, _step: Callable[..., Any] = step,
@@ -43,7 +45,7 @@ def test_the_run_page_download_and_live_render_read_the_run_in_a_thread(
                 threading.current_thread() is threading.main_thread())
             return _step(*args, **kwargs)
 
-        monkeypatch.setattr(owner, name, staticmethod(watched) if name == "load" else watched)
+        monkeypatch.setattr(owner, name, staticmethod(watched) if name == "of" else watched)
     # (the planner's solve is a thread's already; its answer does not matter here)
     monkeypatch.setattr(views_module, "_budget_words", lambda *_: ("", ""))
     dashboard = offline_dashboard(store, db, "d")
@@ -72,6 +74,6 @@ def test_the_run_page_download_and_live_render_read_the_run_in_a_thread(
     finally:
         views.reader.close()
         store.close()
-    assert len(on_loop["load"]) >= 4  # (the page, the download and two renders at least)
+    assert len(on_loop["parts"]) >= 4  # (the page, the download and two renders at least)
     assert on_loop == {name: [False] * len(calls) for name, calls in on_loop.items()}
     assert len(rendered) == 2 and all("check-in" in head for head in rendered)

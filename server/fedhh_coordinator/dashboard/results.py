@@ -20,7 +20,7 @@ from fedhh.server import HeavyHitter
 from fedhh.server.causes import cut_cause, ran_out_cause
 from fedhh.server.mechanisms import estimate_std
 from fedhh_coordinator.runs import RunParts, stored_ledger
-from fedhh_coordinator.store import RoundRow, RunRow
+from fedhh_coordinator.store import RoundRow, RunHead, RunRow
 
 # What each accounting method is, for the chart's caption; an unknown name is shown as it is.
 METHODS = {
@@ -120,7 +120,7 @@ class SpendCache:
         self._cache: OrderedDict[str, RunSpend] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, row: RunRow) -> RunSpend:
+    def __call__(self, row: RunRow | RunHead) -> RunSpend:
         """StoreDamaged if the run's stored ledger does not read back."""
         key = json.dumps(row.ledger, sort_keys=True)
         with self._lock:

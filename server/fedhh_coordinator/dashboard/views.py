@@ -10,6 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import NotFoundError, StoreDamaged
 from fedhh.server.causes import (
@@ -43,9 +44,15 @@ from fedhh_coordinator.dashboard.timeline import (
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
-from fedhh_coordinator.runs import RunParts, ShownDenyLists, stored_config, stored_ledger
-from fedhh_coordinator.slow_reads import off_loop
-from fedhh_coordinator.store import RoundRow, RunRow, Store
+from fedhh_coordinator.runs import (
+    RunFixed,
+    RunParts,
+    ShownDenyLists,
+    stored_config,
+    stored_ledger,
+)
+from fedhh_coordinator.slow_reads import off_loop, shared
+from fedhh_coordinator.store import RoundRow, RunHead, Store
 
 FINAL = ("done", "failed", "cancelled")
 RECENT_RUNS = 5  # the fleet page's dropout covers the attempts of this many latest runs
@@ -54,6 +61,11 @@ TOP_DEVICES = 25
 # The runs whose planner answers (Views.ask_planner) are kept, the latest viewed: a few hundred
 # bytes each, as many runs as the spend cache keeps ledgers (results.SpendCache).
 PLANNED_RUNS = 128
+# The runs whose fixed parts (``RunFixed``: config and tree, its deny list's codes) are kept,
+# the latest viewed: each a run's page, download and live render rebuilt from its row whole
+# (~3 s with a 1,000,000-item deny list), and 32 live pages of one run held every slow reads'
+# thread. A few: a deny list's config and codes weigh tens of MB.
+FIXED_RUNS = 8
 # A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
 # (rounded); admission compares exact sums (budgets.py)
 FULL_SLACK = 1e-9
@@ -113,18 +125,18 @@ class RunDetail:
 
 
 class RunRead(NamedTuple):
-    """A run as ``Views.run`` reads it from the store and the reader (``Views.read``)."""
-    row: RunRow
+    """A run as ``Views.run`` reads it from the store (``Views._read``): the changing part
+    of its row, its parts, its rounds."""
+    row: RunHead
     parts: RunParts
     rounds: list[RoundRow]
-    times: RunTimes | None
 
 
 class FleetRead(NamedTuple):
     """What ``Views.fleet`` reads from the store and the reader (``Views._fleet_read``): the
     latest runs' rows, each with its n_min, rounds and finished attempts (``_settled``),
     newest first."""
-    runs: tuple[tuple[RunRow, int, list[RoundRow], list[AttemptView | None]], ...]
+    runs: tuple[tuple[RunHead, int, list[RoundRow], list[AttemptView | None]], ...]
     counts: FleetCounts
     enrollments: tuple[Enrolled, ...]
 
@@ -225,11 +237,16 @@ class Views:
         self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str] | None]] = {}
+        # run id -> its fixed part (``RunFixed``), the runs viewed latest; and its load under
+        # way, which the requests that come meanwhile await
+        self._fixed: OrderedDict[str, RunFixed] = OrderedDict()
+        self.fixed_size = FIXED_RUNS
+        self._fixing: dict[str, asyncio.Future[RunFixed]] = {}
         # the deny lists displayed (``show_deny``)
         self.deny = ShownDenyLists() if deny is None else deny
 
     # ---- runs ------------------------------------------------------------------------------
-    def _line(self, row: RunRow, now: float, times: RunTimes | None,
+    def _line(self, row: RunHead, now: float, times: RunTimes | None,
               rounds: list[RoundRow], doing: str) -> RunLine:
         """``doing``: ``progress_text`` of the run, read on the event loop (``_doing``)."""
         started = times.created_at if times else now
@@ -259,15 +276,15 @@ class Views:
 
     def _run_lines(self, now: float) -> list[tuple[RunLine, bool]]:
         """Each run's line, newest first, with whether its row read (a damaged one is listed
-        by its id and state, with the damage). Each row is read whole (its deny list too:
-        ~1 s with 1,000,000 items) with its rounds, and its ledger composed: on the event loop,
-        the runs page and each render of its live page (once a second) answered no device or
-        caller meanwhile."""
+        by its id and state, with the damage): the changing part of its row (``RunHead``: not
+        its config and deny list, whose decoding, ~3 s with 1,000,000 items, each render of
+        the live page, once a second, did for every run) and its rounds, its ledger
+        composed."""
         times = self.reader.run_times()
         lines = []
         for run_id, state in reversed(self.store.run_states()):
             try:
-                lines.append((self._line(self.store.run(run_id), now, times.get(run_id),
+                lines.append((self._line(self.store.run_head(run_id), now, times.get(run_id),
                                          self.store.rounds(run_id), ""), True))
             except StoreDamaged as damage:
                 started = times[run_id].created_at if run_id in times else now
@@ -285,14 +302,9 @@ class Views:
         (shielded). A run not found or damaged is left to ``run`` to say."""
         if self._planned_words(run_id) is not None:
             return
-        solving = self._solving.get(run_id)
-        if solving is None:
-            # (the row read there too: read whole, its deny list decoded, ~1 s on the loop
-            # with 1,000,000 items)
-            solving = asyncio.ensure_future(off_loop(self._solve_planner, run_id))
-            self._solving[run_id] = solving
-            solving.add_done_callback(lambda _: self._solving.pop(run_id, None))
-        words = await asyncio.shield(solving)
+        # (a solve that fails after every request left has its error retrieved: before, it
+        # was logged as "exception was never retrieved")
+        words = await shared(self._solving, run_id, self._solve_planner, run_id)
         if words is None:
             return
         self._planned[run_id] = words
@@ -328,47 +340,71 @@ class Views:
             self._planned.move_to_end(run_id)
         return words
 
-    def _read(self, run_id: str) -> RunRead:
-        row = self.store.run(run_id)
-        return RunRead(row, RunParts.load(row), self.store.rounds(run_id),
-                       self.reader.run_times().get(run_id))
+    async def _fixed_part(self, run_id: str) -> RunFixed:
+        """The run's ``RunFixed``, loaded once in a thread for every request that comes while
+        it loads, and kept for the latest ``fixed_size`` runs viewed (NotFoundError,
+        StoreDamaged as ``Store.run``)."""
+        fixed = self._fixed.get(run_id)
+        if fixed is None:
+            fixed = await shared(self._fixing, run_id, self._load_fixed, run_id)
+            self._fixed[run_id] = fixed
+        self._fixed.move_to_end(run_id)
+        while len(self._fixed) > self.fixed_size:
+            self._fixed.popitem(last=False)
+        return fixed
+
+    def _load_fixed(self, run_id: str) -> RunFixed:
+        created_at = self.store.run_head(run_id).created_at
+        return RunFixed.of(self.store.run(run_id), created_at)
+
+    def _read(self, run_id: str, fixed: RunFixed) -> RunRead:
+        """The run with ``fixed`` (``_fixed_part``) and the changing part of its row; its
+        fixed part loaded again if its row is not the one ``fixed`` was built from (another
+        run of its id, created since)."""
+        row = self.store.run_head(run_id)
+        if row.created_at != fixed.created_at:
+            fixed = self._load_fixed(run_id)
+        return RunRead(row, fixed.parts(row), self.store.rounds(run_id))
 
     async def run(self, run_id: str, deny: tuple[str, ...] | None = None) -> RunDetail:
         """One run (NotFoundError if there is none of that id, StoreDamaged if its row is),
-        read and built in a thread (``_built``): its row read whole and its parts built
-        (``RunParts.load``: ~2.2 s with 1,000,000 deny-list items), its heavy hitters and cut
-        prefixes found, its ledger composed and its finished attempts drawn, which for a run
-        of many rounds and a large tree held the event loop, no device or caller answered, on
-        each page, download and live render (once a second) of the run. Its budget words the
+        read and built in a thread (``_built``): the changing part of its row read
+        (``RunHead``) and its parts built with its fixed part kept (``_fixed_part``), its
+        heavy hitters and cut prefixes found, its ledger composed and its finished attempts
+        drawn. Before, each page, download and live render (once a second) of the run read
+        its row whole and built its parts (``RunParts.load``: ~3 s with 1,000,000 deny-list
+        items): 32 live pages of such a run held every slow reads' thread, and GetRun and
+        GetResults waited behind them. Its budget words the
         planner's where ``ask_planner`` has answered, else the test alone (``ran_out_cause``);
         its deny list ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it,
         else displayed there. What the runner is doing is read here, on the loop that changes
         it, as are the attempts it may be in."""
         now = time.time()
-        detail, rounds, settled = await off_loop(self._built, run_id, deny,
+        fixed = await self._fixed_part(run_id)
+        detail, rounds, settled = await off_loop(self._built, run_id, fixed, deny,
                                                  self._planned_words(run_id), now)
         return replace(detail, line=replace(detail.line, now=self._doing(run_id)),
                        attempts=tuple(self._attempts(run_id, detail.config.min_devices, now,
                                                      rounds, settled)))
 
-    def _built(self, run_id: str, deny: tuple[str, ...] | None,
+    def _built(self, run_id: str, fixed: RunFixed, deny: tuple[str, ...] | None,
                planned: tuple[str, str] | None, now: float
                ) -> tuple[RunDetail, list[RoundRow], list[AttemptView | None]]:
         """The run as ``run`` shows it but for what the runner is doing (its line's ``now``
         "", no attempts), its rounds and their attempts drawn where finished (``_settled``).
         It reads only its arguments, the store, the reader and the thread-safe caches: it runs
         in a thread."""
-        row, parts, rounds, times = self._read(run_id)
+        row, parts, rounds = self._read(run_id, fixed)
         ran_out, budget = planned or _budget_words(parts.config, parts.ledger.eps_local, False)
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
         deny = deny if deny is not None else self.deny.kept(run_id)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         detail = RunDetail(
-            line=self._line(row, now, times, rounds, ""),
+            line=self._line(row, now, RunTimes(row.created_at, row.updated_at), rounds, ""),
             config=parts.config, eps_local=row.eps_local, attempts=(),
             spend=self.spend(row), hits=hits, cut=cut,
-            deny=deny if deny is not None else tuple(parts.tree.codec.display_item(c)
-                                                     for c in row.deny_codes),
+            deny=deny if deny is not None else tuple(
+                parts.tree.codec.display_item(c) for c in cw.to_ints(parts.tree.deny)),
             trim_note=_trim_note(rounds, parts.config),
             completion_note=_completion_note(rounds, parts, hits, cut, ran_out, budget))
         return detail, rounds, _settled(parts.config.min_devices, now, rounds)
@@ -432,8 +468,10 @@ class Views:
         runs = []
         for run_id, _ in reversed(self.store.run_states()[-RECENT_RUNS:]):
             try:  # a damaged run is named on the runs page; here it is left out
-                row = self.store.run(run_id)
-                n_min, rounds = stored_config(row).min_devices, self.store.rounds(run_id)
+                # (n_min the ledger's, which StartRun opened at the config's min_devices: the
+                # config is not read, nor the deny list)
+                row = self.store.run_head(run_id)
+                n_min, rounds = stored_ledger(row).n_min, self.store.rounds(run_id)
                 runs.append((row, n_min, rounds, _settled(n_min, now, rounds)))
             except StoreDamaged:
                 continue
