@@ -122,7 +122,7 @@ class _ServiceControl(ABC):
                 return  # (dropped already: its --result-ttl passed)
             except (grpc.aio.AioRpcError, AggregatorBusy) as error:
                 code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-                if code in REFUSALS or loop.time() >= give_up:
+                if (code is not None and code not in PASSING) or loop.time() >= give_up:
                     log.warning(f"the {self.kind} was not told that a sum was stored; it holds "
                                 "it until its --result-ttl", extra={
                                     "round_id": label, "error": code.name if code else
@@ -131,6 +131,10 @@ class _ServiceControl(ABC):
             except FedhhError as error:  # (an answer no retry changes)
                 log.warning(f"the {self.kind} refused to be told that a sum was stored",
                             extra={"round_id": label, "error": str(error)})
+                return
+            except Exception:  # (a bug: said here, not as a task's unretrieved error)
+                log.exception(f"telling the {self.kind} that a sum was stored failed",
+                              extra={"round_id": label})
                 return
             await backoff.sleep()
 
@@ -203,6 +207,12 @@ class _CombinerControl(_ServiceControl):
 
 # Answers that no wait changes: a run does not wait for the service to answer otherwise.
 REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+# Failures that a later try may not meet (the service restarting, busy, slow): ``delivered``
+# is tried again after these alone. Any other answer (UNIMPLEMENTED, INTERNAL, a refusal) is
+# the same at every try; before, all but the refusals were tried for DELIVERY_PATIENCE_S.
+PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                     grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED,
+                     grpc.StatusCode.ABORTED})
 
 
 class GrpcAggregator:

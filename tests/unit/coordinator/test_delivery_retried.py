@@ -91,7 +91,10 @@ def test_the_driver_is_not_held_up_by_a_service_that_does_not_answer() -> None:
 
 @pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND,
                                   grpc.StatusCode.UNAUTHENTICATED,
-                                  grpc.StatusCode.PERMISSION_DENIED])
+                                  grpc.StatusCode.PERMISSION_DENIED,
+                                  # (the same at every try: before, tried for 600 s)
+                                  grpc.StatusCode.UNIMPLEMENTED,
+                                  grpc.StatusCode.INTERNAL])
 def test_a_service_that_no_longer_knows_the_round_or_refuses_is_asked_once(
         code: grpc.StatusCode) -> None:
     fake = Combiner(code)
@@ -115,3 +118,22 @@ def test_the_tries_end_after_the_services_result_ttl(monkeypatch: pytest.MonkeyP
 
     asyncio.run(serve(fake, go))
     assert fake.calls >= 2 and not fake.acknowledged.is_set()
+
+
+def test_a_failure_no_retry_expects_is_logged_not_left_in_the_task(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    fake = Combiner(None)
+
+    async def go(service: Any) -> None:
+        async def broken(*_: Any, **__: Any) -> None:
+            raise RuntimeError("a bug")
+        monkeypatch.setattr(service.client, "cancel", broken)
+        await service.delivered(ROUND)
+        tasks = list(service._deliveries)
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)  # (before: raised RuntimeError)
+
+    with caplog.at_level("ERROR", logger=control.log.name):
+        asyncio.run(serve(fake, go))
+    assert fake.calls == 0
+    assert any("telling the combiner that a sum was stored failed" in r.getMessage()
+               for r in caplog.records)
