@@ -290,23 +290,14 @@ PAST_NAMED = 3  # (the note names so many of them)
 def _past_the_codes(vocabulary: tuple[str, ...], unweighted: np.ndarray,
                     top: int) -> dict[str, Any]:
     """The items whose code at the default codebook is longer than the codes' limit
-    (``MAX_SUPPORTED_BITS``): how many, and the ``top`` most held of them (each with its
-    share of the users). Only an item of enough UTF-8 bytes to need that many bits is encoded,
-    each byte costing at most the book's longest codeword, or the escape and the byte's 8 bits:
-    encoding all of synthetic-reddit's 964,728 items at 4,096 bits took 16 s."""
+    (``MAX_SUPPORTED_BITS``; ``fedhh.data.long_items.past_codes``): how many, and the ``top``
+    most held of them (each with its share of the users)."""
     from fedhh.codec import MAX_SUPPORTED_BITS, Codec
     from fedhh.config import RunConfig
+    from fedhh.data.long_items import past_codes
 
     spec = RunConfig().codec
-    codec = Codec.from_spec(spec, MAX_SUPPORTED_BITS)
-    book = codec.book
-    per_byte = max(book.max_codeword, len(book.escape) + 8 if book.escape is not None else 0)
-    fits = (MAX_SUPPORTED_BITS - len(book.end)) // per_byte
-    long = [i for i, item in enumerate(vocabulary)
-            if len(item) > fits // 4 and len(item.encode("utf-8")) > fits]
-    past = np.array(long, dtype=np.int64)
-    if past.size:
-        past = past[codec.encode_many([vocabulary[i] for i in long]).truncated]
+    past = past_codes(vocabulary, Codec.from_spec(spec, MAX_SUPPORTED_BITS))
     order = past[np.argsort(-unweighted[past], kind="stable")][:top] if past.size else past
     return {"codec": spec, "bits": MAX_SUPPORTED_BITS, "items": int(past.size),
             "heaviest": [{"item": vocabulary[i], "unweighted": float(unweighted[i])}

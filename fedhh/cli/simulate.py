@@ -12,6 +12,10 @@ codes' limit, 4,096 bits``, or the privacy budget when it fits no completion rou
 ``no completion round in the privacy budget``, ``no rounds left; no more in the privacy
 budget``), ``earlier_runs`` (the same, for what the first run of
 --two-runs found), ``deny_list`` (as given),
+``past_the_codes`` (the dataset's items longer than the run's codes, which the warning before
+the first round names: ``codec``, ``bits``, ``items``, ``users``, the share of the users
+holding one, and ``heaviest``, the 20 most held, each with ``unweighted`` and ``needs_bits``,
+its whole code's, null past 4,096),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
 code's, null past 4,096), ``metrics``,
@@ -40,10 +44,12 @@ import math
 import re
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.codec.shown import (
@@ -56,11 +62,12 @@ from fedhh.codec.shown import (
 )
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args, given_text
-from fedhh.errors import ConfigError
+from fedhh.data.long_items import past_the_codes
+from fedhh.errors import ConfigError, PrivacyError
 from fedhh.metrics import held_by_some_user
 from fedhh.server.causes import cut_cause, lost_in_completion_note
 from fedhh.server.segment import trim_note
-from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
+from fedhh.simulation.runner import SimulationResult, check_discoverable, prepare, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
 
@@ -98,9 +105,17 @@ def run(args: argparse.Namespace) -> int:
     dataset = resolve(args.dataset, progress=progress)
     check_discoverable(dataset, f"--dataset {args.dataset}")
     warn_deadline(config, "fedhh simulate")
+    # (the run's own codes: prepare drops the completion rounds too few users cannot budget)
+    planned = prepare(config, dataset.num_users).config
+    past = past_the_codes(dataset, Codec.from_spec(planned.codec,
+                                                   planned.code_bits(Mode.SIMULATION)),
+                          PAST_LISTED, deny=tuple(config.deny_items()))
+    warn_past_codes(past, planned, Mode.SIMULATION, "fedhh simulate", config,
+                    lambda wider: _eps_local(wider, dataset.num_users))
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
+    payload["past_the_codes"] = past
     warn_over_target(payload["privacy"])
     warn_cut_deny(payload["deny_list_cut"], blocker=config.completion_blocker())
     warn_deny_twins(config.deny_items(), dataset.vocabulary,
@@ -148,6 +163,106 @@ def warn_deadline(config: RunConfig, command: str, mode: Mode = Mode.SIMULATION)
     warning = config.tree(mode).deadline_warning(config.max_bits)
     if warning:
         print(f"{command}: warning: {warning}", file=sys.stderr, flush=True)
+
+
+def _eps_local(config: RunConfig, users: int) -> float | None:
+    """The main rounds' eps_local of ``config`` among ``users`` devices, None where not every
+    round of it can be budgeted (or it solves none)."""
+    try:
+        prepared = prepare(config, users)
+    except (ConfigError, PrivacyError):
+        return None
+    eps = prepared.privacy.get("eps_local")
+    if prepared.config.completion() < config.completion() or not isinstance(eps, int | float):
+        return None
+    return float(eps)
+
+
+PAST_LISTED = 20  # (the most held items past the run's codes --json lists)
+PAST_NAMED = 3  # (the warning names so many of them)
+PAST_COLUMNS_MAX = 40  # (each of them, in the warning)
+
+
+def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: str,
+                    asked: RunConfig | None = None,
+                    eps_local: Callable[[RunConfig], float | None] | None = None) -> None:
+    """Say on stderr (--quiet or not), before any round, how many of the dataset's items are
+    longer than the run's codes (``past``: ``fedhh.data.long_items.past_the_codes`` at
+    ``run``'s ``code_bits``), held by what share of the users, and the most held, which the run
+    can find only cut; then what reaches the named ones whole and at what cost
+    (``_past_reach``). ``run`` is the configuration run, ``asked`` the one given (the completion
+    rounds the budget could not fit dropped from ``run``); ``eps_local``, the main rounds'
+    eps_local of a configuration (None: it cannot be budgeted whole), for the cost. Before, a
+    user learned only from the run's output that the URLs and e-mail addresses of a dataset
+    came back cut, "the codes' limit", their privacy budget spent."""
+    if not past["items"]:
+        return
+    named = past["heaviest"][:PAST_NAMED]
+    shown = printable_rows(fitted_rows([(row["item"], False) for row in named],
+                                       PAST_COLUMNS_MAX))
+    items = past["items"]
+    print(f"{program}: warning: {items:,} {_plural(items, 'item')} held by "
+          f"{past['users']:.1%} of the users {'is' if items == 1 else 'are'} longer than this "
+          f"run's codes ({past['bits']:,} bits): the run can find "
+          f"{'it' if items == 1 else 'them'} only cut, as the prefix of every item starting "
+          "so; the most held: "
+          + ", ".join(f"{isolated(item)} ({row['unweighted']:.1%} of the users, "
+                      + (f"{row['needs_bits']:,} bits" if row["needs_bits"] else
+                         f"past {MAX_SUPPORTED_BITS:,} bits, the codes' limit") + ")"
+                      for item, row in zip(shown, named, strict=True))
+          + ("" if items <= len(named) or program != "fedhh simulate" else
+             f" (--json's past_the_codes lists the {len(past['heaviest']):,} most held)")
+          + f". {_past_reach(named, run, mode, asked, eps_local)}", file=sys.stderr,
+          flush=True)
+
+
+def _past_reach(named: list[dict[str, Any]], run: RunConfig, mode: Mode,
+                asked: RunConfig | None,
+                eps_local: Callable[[RunConfig], float | None] | None) -> str:
+    """What widens the codes to the longest of the ``named`` items that fit the codes' limit,
+    with the options of ``run``'s command and their cost in privacy: more completion rounds
+    (each adds a round's floor(log2 P) bits, ``RunConfig.code_bits``, and lowers every round's
+    eps_local a little), or where a setting rules them out, --max-bits with as many more
+    --rounds (a round covers at most that many bits); the cost is the main rounds' eps_local
+    there against the run's (``eps_local``). The run is never changed here."""
+    per_round = run.resolved_dim_limit(mode).bit_length() - 1
+    wanted = max((row["needs_bits"] for row in named if row["needs_bits"]), default=None)
+    if wanted is None:
+        return "No setting reaches them whole: docs/codecs.md"
+    blocker = run.completion_blocker()
+    if blocker is not None:
+        step = run.segment_bits or per_round
+        rounds = max(run.rounds, -(-wanted // step))
+        return (f"--max-bits {wanted:,} with --rounds {rounds:,} reach the items named whole "
+                "(a round covers " + (f"{step} bits, --segment-bits" if run.segment_bits else
+                                   f"at most log2(--dim-limit) = {step} bits") + "; completion "
+                f"rounds do not run with {blocker}); the cost: "
+                + _cost(run, replace(run, max_bits=wanted, rounds=rounds), eps_local,
+                        "the budget split among more rounds") + ". docs/codecs.md")
+    if asked is not None and run.completion() < asked.completion():
+        return (f"Only {run.completion():,} of the {asked.completion():,} completion rounds "
+                "asked fit the privacy budget among these devices: more devices or a larger "
+                f"--eps-agg fit more (each adds {per_round} bits). docs/codecs.md")
+    more = run.completion() + -(-(wanted - run.code_bits(mode)) // per_round)
+    return (f"--completion-rounds {more:,} reach the items named whole (each adds "
+            f"log2(--dim-limit) = {per_round} bits, a larger --dim-limit more a round); the cost: "
+            + _cost(run, replace(run, completion_rounds=more), eps_local,
+                    "each planned round lowers every round's eps_local a little")
+            + ". docs/codecs.md")
+
+
+def _cost(run: RunConfig, wider: RunConfig, eps_local: Callable[[RunConfig], float | None]
+          | None, otherwise: str) -> str:
+    """The main rounds' eps_local at ``wider`` against ``run``'s, or ``otherwise`` when it
+    cannot be figured (a fixed --eps-local: none is solved)."""
+    if eps_local is None or run.eps_local is not None:
+        return otherwise
+    now, then = eps_local(run), eps_local(wider)
+    if now is None:
+        return otherwise
+    if then is None:
+        return "more than the privacy budget can fit among these devices"
+    return f"the main rounds' eps_local {now:.3f} falls to {then:.3f}"
 
 
 def warn_over_target(privacy: dict[str, Any]) -> None:

@@ -74,7 +74,8 @@ def test_a_deny_list_within_the_codes_says_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     payload, stderr = _run(population, tmp_path, capsys, ["plain"])
-    assert payload["deny_list_cut"] == [] and stderr == ""
+    # (its long URLs are named as past the run's codes: test_run_items_past_the_codes.py)
+    assert payload["deny_list_cut"] == [] and "deny-list" not in stderr
 
 
 def test_many_cut_deny_items_take_ten_lines_the_weightiest_first(
