@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.backoff import ceiling
+from fedhh.codec import Codec
+from fedhh.data.long_items import past_codes
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.output_paths import open_new
@@ -328,6 +330,8 @@ class Fleet:
         # The coordinator signs what a cohort's members receive alike once (fedhh.rpc.tasks):
         # this process's devices of one cohort verify that signature once among them.
         self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
+        # The (run, codec, bits) whose items past the codes were logged (``_tell_past_codes``).
+        self._told: set[tuple[str, str, int]] = set()
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         # Retry timing only (never a report's randomness): from the OS's CSPRNG, or seeded
@@ -538,6 +542,29 @@ class Fleet:
                                                   "reason": str(error)})
             return None
 
+    def _tell_past_codes(self, task: pb.Task) -> None:
+        """Log once a run, at the first task of it here that passed the checks, how many of
+        this process's devices' items are longer than the run's codes (the task's codec and
+        max_bits: ``fedhh.data.long_items.past_codes``) and how many devices hold one: the
+        run finds those only cut. The process cannot say so as it starts: the codes are the
+        run's (`fedhh up` and `fedhh simulate` name the items before the first round). Counts
+        only: the items stay on the devices."""
+        key = (task.run_id, task.codec, task.max_bits)
+        if key in self._told:
+            return
+        self._told.add(key)
+        try:
+            codec = Codec.from_spec(task.codec, task.max_bits)
+        except FedhhError:  # (the report's own check refuses the task)
+            return
+        words = tuple(sorted({word for _, data in self.users for word in data.words}))
+        long = {words[i] for i in past_codes(words, codec).tolist()}
+        if long:
+            log.warning("items longer than the run's codes: the run finds them only cut", extra={
+                "run_id": task.run_id, "max_bits": task.max_bits, "items": len(long),
+                "devices_holding": sum(not long.isdisjoint(data.words) for _, data in self.users),
+                "devices": len(self.users)})
+
     async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task,
                        round_keys: RoundKeys) -> None:
         self.stats.tasks += 1
@@ -551,6 +578,7 @@ class Fleet:
             self.stats.failed += 1
             await self._decline(user, identity, task, round_keys)
             return
+        self._tell_past_codes(task)
 
         async def report() -> np.ndarray:
             # Made (and its spend recorded) once the round's config has passed the device's
