@@ -130,6 +130,9 @@ def completion_budget_note(config: Any, eps_local: float | None, causes: Sequenc
     cap = past_max_eps_local(config) if networked else None
     remedy = (cap[0].upper() + cap[1:] if cap else "A larger --eps-agg or more devices "
               f"({'a larger n_min' if networked else 'users in the dataset'}) budget more")
+    if not cap and config.eps_local is not None:
+        # (given, eps_local is not solved: neither the budget nor the devices move it)
+        remedy = "--eps-local sets eps_local: a larger one, or --completion-weight, fits more"
     if solver:
         from fedhh.privacy.solver import TOLERANCE
 

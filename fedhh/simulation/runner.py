@@ -86,10 +86,21 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     run, prepared = with_most_completions(config, lambda c: _prepare(c, num_devices),
                                           lambda p: float(p.privacy["eps_local"]))
     if run.completion() < config.completion():
+        cause = f"cannot be budgeted among {num_devices} devices"
+        refused = run.next_completion(config.eps_local) if config.eps_local is not None \
+            else None
+        if refused is not None:
+            # (an explicit eps_local is not solved for the devices: more of them, or a larger
+            # --eps-agg, change nothing; before, the note blamed the device count)
+            which = "next" if run.completion() else "first"
+            cause = (f"cannot run at --eps-local {config.eps_local:g}: the {which} would run "
+                     f"at {config.eps_local:g} + ln {refused[0]:.4g} <= 0 (a round's local "
+                     "epsilon must be positive); a larger --eps-local or --completion-weight "
+                     "fits more")
         prepared.privacy["completion_rounds"] = (
             f"{run.completion()} of {config.completion()}: the later completion rounds' "
             f"weights (from {config.completion_weight}, less as the round's index grows) "
-            f"cannot be budgeted among {num_devices} devices")
+            f"{cause}")
     return prepared
 
 
