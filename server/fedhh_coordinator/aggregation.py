@@ -84,6 +84,12 @@ class RoundService(Protocol[ReleaseT]):
         it drops the sum at its --result-ttl."""
         ...
 
+    async def drop(self, round_id: bytes) -> None:
+        """The sum ``result`` held is not to be read (its release refused, its charge
+        failed): the service drops it. Returns at once and raises nothing, told as
+        ``delivered`` is."""
+        ...
+
 
 class SingleAggregator(RoundService[ReleaseEvidence], Protocol):
     """An aggregator running unsharded rounds."""

@@ -7,7 +7,6 @@ and :meth:`GrpcAggregator.workers` tells which it is."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -56,7 +55,8 @@ class _ServiceControl(ABC):
     of the sum read, leaves it there for the attempt's resume. Before, a sum sent whole was
     dropped by the service, read or not, and later said delivered as soon as it was read,
     before its release was stored: a store failing in between lost the round's sum.
-    ``delivered`` is retried while the service is away (:meth:`_deliver`)."""
+    ``delivered``, and ``drop`` of a sum not to be read, are retried while the service is away
+    (:meth:`_tell`)."""
 
     def __init__(self, client: AggregatorControl | CombinerControl, kind: str) -> None:
         self.client = client
@@ -78,8 +78,7 @@ class _ServiceControl(ABC):
             result = await self.client.result(round_id, timeout_s, guarded,
                                               dimension=dimension, hold=True)
         except ReleaseMismatch as mismatch:
-            with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
-                await self.client.cancel(round_id)  # whatever it holds of this round: dropped
+            self._in_background(round_id, delivered=False)  # whatever it holds of it
             raise RoundAborted(f"the {self.kind}'s answer was refused: {mismatch}",
                                reached_unmask=True) from None
         except RoundAborted as aborted:
@@ -96,50 +95,60 @@ class _ServiceControl(ABC):
         return result.total, result.num_contributors
 
     async def delivered(self, round_id: bytes) -> None:
-        """Tell the service, in a task of its own (:meth:`_deliver`): the round driver goes on
+        """Tell the service, in a task of its own (:meth:`_tell`): the round driver goes on
         at once. Before, one call was made and any failure ignored: a combiner killed as it
         came (every combiner-kill run) took the total over at its restart, re-collected it
         from its workers and held it, with their shard sums, to its --result-ttl (600 s by
         default), again at each restart meanwhile."""
-        task = asyncio.create_task(self._deliver(round_id),
-                                   name=f"delivered {round_id.decode(errors='replace')}")
+        self._in_background(round_id, delivered=True)
+
+    async def drop(self, round_id: bytes) -> None:
+        """Have the service drop the round's sum unread (a refused release, a charge that
+        failed), told as patiently as :meth:`delivered`. Before, one call was made and its
+        failure ignored: a service away for it held the sum until its --result-ttl."""
+        self._in_background(round_id, delivered=False)
+
+    def _in_background(self, round_id: bytes, *, delivered: bool) -> None:
+        task = asyncio.create_task(
+            self._tell(round_id, delivered=delivered),
+            name=f"{'delivered' if delivered else 'drop'} {round_id.decode(errors='replace')}")
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 
-    async def _deliver(self, round_id: bytes) -> None:
-        """CancelRound's ``delivered``, tried again with backoff while the service cannot be
-        reached (restarting, busy), until it answers, says it no longer knows the round, or
-        ``DELIVERY_PATIENCE_S`` passed (the service has dropped the sum by then)."""
+    async def _tell(self, round_id: bytes, *, delivered: bool) -> None:
+        """CancelRound, as ``delivered`` or not, tried again with backoff while the service
+        cannot be reached (restarting, busy), until it answers, says it no longer knows the
+        round, or ``DELIVERY_PATIENCE_S`` passed (the service has dropped the sum by then)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + DELIVERY_PATIENCE_S
         backoff = Backoff(DELIVERY_RETRY_S, DELIVERY_RETRY_MAX_S)
-        label = round_id.decode(errors="replace")
+        extra = {"round_id": round_id.decode(errors="replace")}
+        what = "that a sum was stored" if delivered else "to drop a sum not read"
         while True:
             try:
-                await self.client.cancel(round_id, delivered=True)
+                await self.client.cancel(round_id, delivered=delivered)
                 return
             except NotFoundError:
                 return  # (dropped already: its --result-ttl passed)
             except (grpc.aio.AioRpcError, AggregatorBusy) as error:
                 code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
                 if (code is not None and code not in PASSING) or loop.time() >= give_up:
-                    log.warning(f"the {self.kind} was not told that a sum was stored; it holds "
-                                "it until its --result-ttl", extra={
-                                    "round_id": label, "error": code.name if code else
-                                    str(error)})
+                    log.warning(f"the {self.kind} was not told {what}; it holds the sum until "
+                                "its --result-ttl", extra={
+                                    **extra, "error": code.name if code else str(error)})
                     return
             except FedhhError as error:  # (an answer no retry changes)
-                log.warning(f"the {self.kind} refused to be told that a sum was stored",
-                            extra={"round_id": label, "error": str(error)})
+                log.warning(f"the {self.kind} refused to be told {what}",
+                            extra={**extra, "error": str(error)})
                 return
             except Exception:  # (a bug: said here, not as a task's unretrieved error)
-                log.exception(f"telling the {self.kind} that a sum was stored failed",
-                              extra={"round_id": label})
+                log.exception(f"telling the {self.kind} {what} failed", extra=extra)
                 return
             await backoff.sleep()
 
     async def close(self) -> None:
-        """Stop telling the service of stored sums (it drops them at its --result-ttl)."""
+        """Stop telling the service of stored or refused sums (it drops them at its
+        --result-ttl)."""
         pending = list(self._deliveries)
         for task in pending:
             task.cancel()

@@ -410,8 +410,7 @@ class NetworkLink:
             nonlocal charged
             judgement = plan.judge(release)
             if judgement.refusal is not None:
-                with contextlib.suppress(FedhhError):
-                    await service.cancel(round_id)  # the sum is dropped unread
+                await service.drop(round_id)  # (unread)
                 charged = True
                 raise RoundAborted(f"refused the {plan.released}: {judgement.refusal}",
                                    reached_unmask=True, contributors=judgement.charge)
@@ -427,8 +426,7 @@ class NetworkLink:
                 # disk full for 20 s) lost the round's sum, charged, and its round ran again.
                 raise
             except BaseException:
-                with contextlib.suppress(FedhhError):
-                    await service.cancel(round_id)  # the sum is dropped unread
+                await service.drop(round_id)  # (unread)
                 raise
             charged = True
 

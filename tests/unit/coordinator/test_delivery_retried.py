@@ -1,8 +1,9 @@
 """Telling the aggregation service that a sum it held was stored (CancelRound's ``delivered``,
-``GrpcAggregator``'s ``delivered``): it is tried again while the service cannot be reached, and
-never holds up the round driver that awaits it. Before, one call was made and its failure
-ignored: a combiner killed as it came took the total over at its restart, re-collected it from
-its workers and held it until its --result-ttl (600 s by default). Fake combiner over gRPC."""
+``GrpcAggregator``'s ``delivered``), or that one is not to be read (its ``drop``): it is tried
+again while the service cannot be reached, and never holds up the round driver that awaits it.
+Before, one call was made and its failure ignored: a combiner killed as it came took the total
+over at its restart, re-collected it from its workers and held it until its --result-ttl (600 s
+by default). Fake combiner over gRPC."""
 
 from __future__ import annotations
 
@@ -23,18 +24,21 @@ ROUND = b"r/1/1"
 
 
 class Combiner(pb_grpc.CombinerControlServicer):
-    """Answers CancelRound(delivered) with ``answers`` in turn (a status code it fails with,
-    or None: acknowledged), the last one from then on; ``hold`` (if set) is awaited first."""
+    """Answers CancelRound with ``answers`` in turn (a status code it fails with, or None:
+    acknowledged), the last one from then on; ``hold`` (if set) is awaited first. ``told``:
+    each call's ``delivered``."""
 
     def __init__(self, *answers: grpc.StatusCode | None) -> None:
         self.answers = list(answers)
         self.calls = 0
         self.acknowledged = asyncio.Event()
         self.hold: asyncio.Event | None = None
+        self.told: list[bool] = []
 
     async def CancelRound(self, request: Any, context: Any) -> pb.CancelRoundResponse:
-        assert request.delivered and bytes(request.round_id) == ROUND
+        assert bytes(request.round_id) == ROUND
         self.calls += 1
+        self.told.append(request.delivered)
         if self.hold is not None:
             await self.hold.wait()
         answer = self.answers[min(self.calls, len(self.answers)) - 1]
@@ -73,6 +77,23 @@ def test_a_service_that_cannot_be_reached_is_told_once_it_answers() -> None:
 
     asyncio.run(serve(fake, go))
     assert fake.calls == 4  # tried until acknowledged, then no more
+    assert fake.told == [True] * 4
+
+
+def test_a_sum_not_to_be_read_is_dropped_once_the_service_answers() -> None:
+    # (a refused release, a charge that failed: before, one try, its failure ignored, and the
+    # service held the sum until its --result-ttl)
+    unavailable = grpc.StatusCode.UNAVAILABLE
+    fake = Combiner(unavailable, grpc.StatusCode.DEADLINE_EXCEEDED, None)
+
+    async def go(service: Any) -> None:
+        fake.hold = asyncio.Event()
+        await asyncio.wait_for(service.drop(ROUND), 5)  # (returns at once)
+        fake.hold.set()
+        await asyncio.wait_for(fake.acknowledged.wait(), 30)
+
+    asyncio.run(serve(fake, go))
+    assert fake.told == [False] * 3
 
 
 def test_the_driver_is_not_held_up_by_a_service_that_does_not_answer() -> None:

@@ -282,6 +282,9 @@ class _Face:
     async def cancel(self, round_id: bytes) -> None:
         await self.fake.cancel(round_id)
 
+    async def drop(self, round_id: bytes) -> None:
+        await self.fake.cancel(round_id)
+
     async def delivered(self, round_id: bytes) -> None:
         await self.fake.deliver(round_id)
 
