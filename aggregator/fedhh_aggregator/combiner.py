@@ -66,6 +66,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
     """The sharded rounds the combiner holds, and the tombstones of dropped ones."""
 
     sum_name = "total"
+    fetcher = "the coordinator"
 
     def __init__(self, coordinator_public: bytes, pool: WorkerPool,
                  limits: CombinerLimits | None = None, journal: Journal | None = None) -> None:
@@ -119,20 +120,23 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             if record.state and not fetch_again:
                 self._tombstones.bury(record.round_id, _tombstone_of(record, shards),
                                       prune=False)
-                if held and (record.delivered or record.dropped):
+                if held:
                     # A combiner stopped between this line and its word to the workers
-                    # (``_let_go``) left their shard sums held until their --result-ttl.
-                    # Told again: a worker that holds nothing of it answers without harm.
-                    self._in_background(record.round_id, drop_held(self.pool, [
-                        s for s in shards if s.worker < len(self.pool) and (
-                            record.released_shards is None
-                            or s.index in record.released_shards)],
-                        delivered=record.delivered))
+                    # (``_let_go``) left their shard sums held until their --result-ttl, as
+                    # did a total lost here (its record no longer fits). Told again: a worker
+                    # that holds nothing of it answers without harm.
+                    self._let_go_held(record.round_id, shards, record.released_shards
+                                      if record.delivered else ())
                 continue
             round_ = self._new_round(record.round_id, shards)
             if fetch_again:
                 round_.take_over_released(record.contributors, record.released_shards,
                                           record.lost_shards)
+                if record.released_shards is not None:
+                    # (the shards given up on before the release: their workers may hold
+                    # the sums they released all the same, never to be read)
+                    self._let_go_held(record.round_id, [
+                        s for s in shards if s.index not in record.released_shards], ())
             # Its workers accepted every shard before the coordinator heard of the round:
             # one that has no record of its shard now lost it (``Shard.opened``). Before, a
             # taken-over shard never counted as accepted, and one whose worker had also lost
@@ -317,6 +321,20 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             record = self.journal.delivered if delivered else self.journal.dropped
             written = record(round_.round_id)
         self._in_background(round_.round_id, round_.let_go(written, delivered=delivered))
+
+    def _let_go_held(self, round_id: bytes, shards: list[Shard],
+                     delivered: tuple[int, ...] | None) -> None:
+        """Tell the workers of ``shards`` to drop the sums they may hold for the round, those
+        of ``delivered`` (indices) as delivered, every other one not: also all of them where
+        the record cannot say which shards made the delivered total (None: a line from before
+        it did). Before, such a line had every shard's worker journal its sum delivered, also
+        one given up on before the release, whose sum never was."""
+        listed = [s for s in shards if s.worker < len(self.pool)]
+        told = () if delivered is None else delivered
+        self._in_background(round_id, drop_held(self.pool, [
+            s for s in listed if s.index in told], delivered=True))
+        self._in_background(round_id, drop_held(self.pool, [
+            s for s in listed if s.index not in told], delivered=False))
 
     def _in_background(self, round_id: bytes, telling: Coroutine[Any, Any, None]) -> None:
         """Run ``telling`` (the round's word to its workers) in a task kept till it ends."""
