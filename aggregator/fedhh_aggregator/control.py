@@ -74,6 +74,8 @@ R = TypeVar("R", bound=_Finishing)
 
 
 class _Registry(Protocol[R]):
+    fetcher: str  # (``RoundBook.fetcher``)
+
     @property
     def durable(self) -> bool: ...
 
@@ -126,7 +128,8 @@ class ControlHandler(ABC, Generic[R]):
                                       "is kept for GetOutcome")
             raise
         if state == RoundState.ABORTED:
-            self._registry.forget(round_, "its abort was reported to the coordinator")
+            self._registry.forget(round_, "its abort was reported to "
+                                  f"{self._registry.fetcher}")
             self._count("aborted")
         elif state == RoundState.RELEASED and hold:
             round_.sent_held = True
@@ -134,7 +137,8 @@ class ControlHandler(ABC, Generic[R]):
             self._delivered(round_)
 
     def _delivered(self, round_: R) -> None:
-        self._registry.forget(round_, f"the {self.sum_name} was delivered to the coordinator",
+        self._registry.forget(round_, f"the {self.sum_name} was delivered to "
+                              f"{self._registry.fetcher}",
                               delivered=True)
         self._count("delivered")
 

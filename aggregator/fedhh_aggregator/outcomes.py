@@ -170,6 +170,10 @@ class RoundBook(ABC, Generic[R, T]):
     id, the tombstones of the dropped ones, lookups and cancelling."""
 
     sum_name = "sum"  # what a released round holds, for messages
+    # who reads and settles its sums, for messages: an aggregator cannot tell whether it
+    # serves the coordinator or is a combiner's worker (before, a worker blamed the
+    # coordinator for what its combiner did not say)
+    fetcher = "the coordinator (or, on a worker, its combiner)"
 
     def __init__(self, journal: Journal | None, max_tombstones: int, tombstone_ttl_s: float,
                  on_drop: Callable[[T], object] | None = None) -> None:
@@ -221,8 +225,8 @@ class RoundBook(ABC, Generic[R, T]):
     def _expired(self, round_: R) -> None:
         # (a held sum sent whole was read, or at least received: before, it was said never
         # fetched, which the coordinator that read it and lost its 'delivered' was told)
-        self.forget(round_, f"its {self.sum_name} was sent and never said stored by the "
-                    "coordinator within --result-ttl" if round_.sent_held
+        self.forget(round_, f"its {self.sum_name} was sent and never said stored by "
+                    f"{self.fetcher} within --result-ttl" if round_.sent_held
                     else "expired before its outcome was fetched")
 
     async def cancel(self, round_id: bytes) -> RoundState:
@@ -232,7 +236,7 @@ class RoundBook(ABC, Generic[R, T]):
             return self._tombstones.final_state(round_id)
         state = await round_.cancel()
         if state == RoundState.RELEASED:
-            self.forget(round_, f"cancelled by the coordinator; the {self.sum_name} was dropped")
+            self.forget(round_, f"cancelled by {self.fetcher}; the {self.sum_name} was dropped")
         log.info("round cancelled", extra={"round_id": round_label(round_id),
                                            "state": state.value})
         return state

@@ -33,6 +33,7 @@ def _metric(name: str, labels: dict[str, str] | None = None) -> float:
 class _FakeRegistry:
     round_: Any
     durable: bool = False
+    fetcher: str = "the coordinator"
     forgotten: list[tuple[str, bool]] = field(default_factory=list)
 
     def by_round(self, round_id: bytes) -> Any:
