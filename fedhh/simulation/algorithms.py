@@ -89,11 +89,11 @@ def build_algorithm(
                     f"the dataset has {num_devices} user(s): the aggregate guarantee needs at "
                     "least 2 (one report is protected only by its own eps_local; give "
                     "--eps-local to run with that alone)")
-            from fedhh.privacy import solve_local_epsilon
+            from fedhh.privacy import DEFAULT_METHOD, solve_local_epsilon
 
             solution = solve_local_epsilon(
                 target.eps_agg, target.delta, rounds, num_devices, sampling_rate=q,
-                **({"method": target.method} if target.method else {}),
+                method=target.method or DEFAULT_METHOD,
             )
             eps_local = solution.eps_local
             info.update(solution.to_dict())

@@ -32,7 +32,7 @@ from fedhh.errors import ConfigError, DatasetError, StateError
 from fedhh.metrics import Truth, evaluate, whole_items, whole_recall
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
-from fedhh.privacy import PrivacyLedger
+from fedhh.privacy import DEFAULT_METHOD, PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
     ChargeHook,
@@ -173,7 +173,7 @@ def _prepare(config: RunConfig, num_devices: int) -> Prepared:
             return PrivacyLedger.open(
                 budget, config.delta, config.charged_rounds, n_min=n_min, sampling_rate=q,
                 eps_local=choice.privacy["eps_local"], population=population,
-                **({"method": method} if method else {}))
+                method=method or DEFAULT_METHOD)
 
         if config.eps_local is None:
             ledger = open_ledger(config.eps_agg)
