@@ -60,7 +60,7 @@ from fedhh.codec.shown import (
     printable_rows,
     rjust,
 )
-from fedhh.config import Mode, RunConfig
+from fedhh.config import MAX_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.data.long_items import past_the_codes
 from fedhh.errors import ConfigError, PrivacyError
@@ -240,10 +240,18 @@ def _past_reach(named: list[dict[str, Any]], run: RunConfig, mode: Mode,
                 + _cost(run, replace(run, max_bits=wanted, rounds=rounds), eps_local,
                         "the budget split among more rounds") + ". docs/codecs.md")
     if asked is not None and run.completion() < asked.completion():
+        # (at a given eps_local, a round is dropped as eps_local + ln(its weight) <= 0: devices
+        # and --eps-agg do not move that)
+        fits = ("a larger --eps-local or --completion-weight" if run.eps_local is not None
+                else "more devices or a larger --eps-agg")
         return (f"Only {run.completion():,} of the {asked.completion():,} completion rounds "
-                "asked fit the privacy budget among these devices: more devices or a larger "
-                f"--eps-agg fit more (each adds {per_round} bits). docs/codecs.md")
+                f"asked fit the privacy budget here: {fits} fits more (each adds "
+                f"{per_round} bits). docs/codecs.md")
     more = run.completion() + -(-(wanted - run.code_bits(mode)) // per_round)
+    if more > MAX_ROUNDS:
+        return (f"That takes {more:,} completion rounds at log2(--dim-limit) = {per_round} bits "
+                f"each, more than the {MAX_ROUNDS:,} a run can have: a larger --dim-limit "
+                "adds more bits a round. docs/codecs.md")
     return (f"--completion-rounds {more:,} reach the items named whole (each adds "
             f"log2(--dim-limit) = {per_round} bits, a larger --dim-limit more a round); the cost: "
             + _cost(run, replace(run, completion_rounds=more), eps_local,

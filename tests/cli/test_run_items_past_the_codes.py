@@ -89,8 +89,8 @@ def test_simulate_warns_before_its_rounds_and_lists_them_in_json(
         "item starting so; the most held: https://example.com/section0/section1/s… (20.0% of "
         "the users, ")
     assert (f"Only {planned.completion()} of the 32 completion rounds asked fit the privacy "
-            "budget among these devices: more devices or a larger --eps-agg fit more (each "
-            "adds 12 bits)") in warning
+            "budget here: more devices or a larger --eps-agg fits more (each adds 12 bits)"
+            ) in warning
     past = json.loads(out.read_text(encoding="utf-8"))["past_the_codes"]
     assert (past["bits"], past["items"], past["users"]) == (bits, 2, pytest.approx(0.3))
     assert [row["item"] for row in past["heaviest"]] == [URL, ADDRESS]
@@ -128,6 +128,18 @@ def test_the_reach_names_the_options_and_their_cost() -> None:
                             "budget can fit")
     assert simulate_cli._past_reach([{"needs_bits": None}], run, Mode.SIMULATION, run,
                                     None).startswith("No setting reaches them whole")
+    # (past the rounds a run can have: only a larger --dim-limit helps)
+    narrow = RunConfig(dim_limit=4, max_bits=8, rounds=4)  # (72 bits: 2 a round over 36)
+    assert simulate_cli._past_reach([{"needs_bits": 4000}], narrow, Mode.SIMULATION, narrow,
+                                    None).startswith(
+        "That takes 1,996 completion rounds at log2(--dim-limit) = 2 bits each, more than the "
+        "1,024 a run can have: a larger --dim-limit adds more bits a round")
+    # (at a given eps_local, devices and --eps-agg do not fit more completion rounds)
+    given = RunConfig(eps_local=3.0, completion_rounds=4)
+    reach = simulate_cli._past_reach(named, given, Mode.SIMULATION,
+                                     replace(given, completion_rounds=32), None)
+    assert reach.startswith("Only 4 of the 32 completion rounds asked fit the privacy budget "
+                            "here: a larger --eps-local or --completion-weight fits more")
 
 
 class Started(Exception):
