@@ -53,7 +53,7 @@ from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
 from fedhh_coordinator.lobby import RETURN_S, Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import ShownDenyLists, check_unfinished_runs
+from fedhh_coordinator.runs import FixedRuns, ShownDenyLists, check_unfinished_runs
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
 
@@ -357,7 +357,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         devices = DeviceService(store, lobby, key, verifier,
                                 RateLimiter(args.enroll_rate, args.enroll_burst), owners)
         shown_deny = ShownDenyLists()  # (GetResults' and the dashboard's, displayed once)
-        admin = AdminService(store, runner, admin_token, budget, shown_deny)
+        fixed = FixedRuns()  # (GetRun's and the dashboard's, each run's loaded once)
+        admin = AdminService(store, runner, admin_token, budget, shown_deny, fixed)
         hub = SelectorHub(lobby, owners, checked.selector_token, key)
         credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                              "/fedhh.v1.AdminService/": admin.authenticate,
@@ -377,7 +378,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
                                               admin_token, tls, args.dashboard_host,
                                               args.dashboard_port, args.insecure,
                                               demo_url=args.demo_url or "",
-                                              deny=shown_deny)
+                                              deny=shown_deny, fixed=fixed)
         dashboard_port = dashboard.port if dashboard is not None else None
         ports = await start_device_ports(args, "coordinator", devices, credential_checks,
                                          MAX_RECEIVE_BYTES, tls)

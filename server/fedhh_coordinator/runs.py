@@ -15,7 +15,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -150,6 +150,9 @@ class RunFixed:
     config: RunConfig
     tree: PrefixTree
     created_at: float = 0.0
+    # what a reader derives from it, by name, made once (GetRun's wire config: ~0.85 s of
+    # converting 1,000,000 deny items)
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, row: RunRow, created_at: float = 0.0) -> RunFixed:
@@ -167,6 +170,52 @@ class RunFixed:
         read back)."""
         return RunParts(row.run_id, self.config, self.tree,
                         _read(row, "tree", TreeState.from_dict), stored_ledger(row))
+
+
+# The runs whose fixed parts (``RunFixed``: config and tree, its deny list's codes) are kept,
+# the latest read: each a run's page, download, live render and GetRun rebuilt from its row
+# whole (~3 s with a 1,000,000-item deny list), and 32 live pages of one run held every slow
+# reads' thread. A few: a deny list's config and codes weigh tens of MB.
+FIXED_RUNS = 8
+
+
+class FixedRuns:
+    """The runs' fixed parts (``RunFixed``), each loaded once in a slow reads' thread for
+    every caller that comes while it loads and kept for the latest ``size`` runs read: the
+    dashboard's views and the admin service's GetRun share one. Used on the event loop."""
+
+    def __init__(self, size: int = FIXED_RUNS) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, RunFixed] = OrderedDict()
+        # run id -> its load under way, which the callers that come meanwhile await
+        self._loading: dict[str, asyncio.Future[RunFixed]] = {}
+
+    async def get(self, store: Store, run_id: str) -> RunFixed:
+        """The run's ``RunFixed``, kept or loaded (NotFoundError, StoreDamaged as
+        ``Store.run``). The caller checks its ``created_at`` against the row it reads
+        (``current``): a run of the id created since is another run."""
+        fixed = self._kept.get(run_id)
+        if fixed is None:
+            fixed = await shared(self._loading, run_id, load_fixed, store, run_id)
+            self._kept[run_id] = fixed
+        self._kept.move_to_end(run_id)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return fixed
+
+
+def load_fixed(store: Store, run_id: str) -> RunFixed:
+    created_at = store.run_head(run_id).created_at
+    return RunFixed.of(store.run(run_id), created_at)
+
+
+def current(store: Store, run_id: str, fixed: RunFixed) -> tuple[RunHead, RunFixed]:
+    """The changing part of the run's row and ``fixed``, loaded again if the row is not the
+    one ``fixed`` was built from (another run of its id, created since)."""
+    row = store.run_head(run_id)
+    if row.created_at != fixed.created_at:
+        fixed = load_fixed(store, run_id)
+    return row, fixed
 
 
 def run_codec(config: RunConfig) -> Codec:

@@ -1,7 +1,7 @@
 """A render of a run's live page reads what changes as the run runs (``Store.run_head``: its
 state, tree state, ledger and error; its rounds), not its config and deny list, which never
 change: those are read once, for every page that asks while they load, and kept
-(``Views._fixed_part``). So are the runs' and the fleet's live pages.
+(``FixedRuns``). So are the runs' and the fleet's live pages.
 
 Before, each render read the run's row whole and rebuilt its parts (~3 s with a 1,000,000-item
 deny list): 32 live pages of such a run held every slow reads' thread once a second, and
@@ -124,8 +124,8 @@ def test_a_render_shows_the_run_as_it_is_now(tmp_path: Path) -> None:
         detail = await views.run("r")
         seen.append((detail.line.shown_state, detail.line.error, detail.config.eps_agg))
         store.set_run_state("r", "cancelled", "cancelled by the operator")
-        kept = views._fixed["r"]
-        views._fixed["r"] = dataclasses.replace(
+        kept = views.fixed._kept["r"]
+        views.fixed._kept["r"] = dataclasses.replace(
             kept, config=dataclasses.replace(kept.config, eps_agg=1.0),
             created_at=kept.created_at - 1)
         detail = await views.run("r")

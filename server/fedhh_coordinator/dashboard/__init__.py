@@ -24,7 +24,7 @@ from fedhh_coordinator.dashboard.server import Dashboard
 from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import ShownDenyLists
+from fedhh_coordinator.runs import FixedRuns, ShownDenyLists
 from fedhh_coordinator.store import Store
 
 __all__ = ["Dashboard", "start_dashboard"]
@@ -33,13 +33,13 @@ __all__ = ["Dashboard", "start_dashboard"]
 async def start_dashboard(store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
                           db: str | Path, admin_token: bytes, tls: TlsFiles | None,
                           host: str, port: int, insecure: bool = False,
-                          demo_url: str = "", deny: ShownDenyLists | None = None
-                          ) -> Dashboard:
+                          demo_url: str = "", deny: ShownDenyLists | None = None,
+                          fixed: FixedRuns | None = None) -> Dashboard:
     """A running dashboard over the coordinator's state (``close()`` it on shutdown);
     ``demo_url``: a page of browser devices its runs page links to; ``deny``: the deny lists
-    displayed, shared with the admin service."""
+    displayed and ``fixed``: the runs' fixed parts kept, shared with the admin service."""
     reader = Reader(db)
-    dashboard = Dashboard(Views(store, runner, lobby, budget, reader, deny),
+    dashboard = Dashboard(Views(store, runner, lobby, budget, reader, deny, fixed),
                           Sessions(admin_token),
                           tls, demo_url=demo_url)
     try:

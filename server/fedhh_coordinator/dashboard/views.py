@@ -45,9 +45,11 @@ from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
 from fedhh_coordinator.runs import (
+    FixedRuns,
     RunFixed,
     RunParts,
     ShownDenyLists,
+    current,
     stored_config,
     stored_ledger,
 )
@@ -61,11 +63,6 @@ TOP_DEVICES = 25
 # The runs whose planner answers (Views.ask_planner) are kept, the latest viewed: a few hundred
 # bytes each, as many runs as the spend cache keeps ledgers (results.SpendCache).
 PLANNED_RUNS = 128
-# The runs whose fixed parts (``RunFixed``: config and tree, its deny list's codes) are kept,
-# the latest viewed: each a run's page, download and live render rebuilt from its row whole
-# (~3 s with a 1,000,000-item deny list), and 32 live pages of one run held every slow reads'
-# thread. A few: a deny list's config and codes weigh tens of MB.
-FIXED_RUNS = 8
 # A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
 # (rounded); admission compares exact sums (budgets.py)
 FULL_SLACK = 1e-9
@@ -225,8 +222,10 @@ def _settled(n_min: int, now: float, rounds: list[RoundRow]) -> list[AttemptView
 
 class Views:
     def __init__(self, store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
-                 reader: Reader, deny: ShownDenyLists | None = None) -> None:
-        """``deny``: the deny lists displayed, shared with the admin service's GetResults."""
+                 reader: Reader, deny: ShownDenyLists | None = None,
+                 fixed: FixedRuns | None = None) -> None:
+        """``deny``: the deny lists displayed, shared with the admin service's GetResults;
+        ``fixed``: the runs' fixed parts kept, shared with its GetRun."""
         self.store, self.runner, self.lobby = store, runner, lobby
         self.budget, self.reader = budget, reader
         self.spend = SpendCache()
@@ -237,11 +236,8 @@ class Views:
         self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str] | None]] = {}
-        # run id -> its fixed part (``RunFixed``), the runs viewed latest; and its load under
-        # way, which the requests that come meanwhile await
-        self._fixed: OrderedDict[str, RunFixed] = OrderedDict()
-        self.fixed_size = FIXED_RUNS
-        self._fixing: dict[str, asyncio.Future[RunFixed]] = {}
+        # the runs' fixed parts kept (``FixedRuns``)
+        self.fixed = FixedRuns() if fixed is None else fixed
         # the deny lists displayed (``show_deny``)
         self.deny = ShownDenyLists() if deny is None else deny
 
@@ -340,36 +336,16 @@ class Views:
             self._planned.move_to_end(run_id)
         return words
 
-    async def _fixed_part(self, run_id: str) -> RunFixed:
-        """The run's ``RunFixed``, loaded once in a thread for every request that comes while
-        it loads, and kept for the latest ``fixed_size`` runs viewed (NotFoundError,
-        StoreDamaged as ``Store.run``)."""
-        fixed = self._fixed.get(run_id)
-        if fixed is None:
-            fixed = await shared(self._fixing, run_id, self._load_fixed, run_id)
-            self._fixed[run_id] = fixed
-        self._fixed.move_to_end(run_id)
-        while len(self._fixed) > self.fixed_size:
-            self._fixed.popitem(last=False)
-        return fixed
-
-    def _load_fixed(self, run_id: str) -> RunFixed:
-        created_at = self.store.run_head(run_id).created_at
-        return RunFixed.of(self.store.run(run_id), created_at)
-
     def _read(self, run_id: str, fixed: RunFixed) -> RunRead:
-        """The run with ``fixed`` (``_fixed_part``) and the changing part of its row; its
-        fixed part loaded again if its row is not the one ``fixed`` was built from (another
-        run of its id, created since)."""
-        row = self.store.run_head(run_id)
-        if row.created_at != fixed.created_at:
-            fixed = self._load_fixed(run_id)
+        """The run with ``fixed`` (``FixedRuns.get``) and the changing part of its row
+        (``current``)."""
+        row, fixed = current(self.store, run_id, fixed)
         return RunRead(row, fixed.parts(row), self.store.rounds(run_id))
 
     async def run(self, run_id: str, deny: tuple[str, ...] | None = None) -> RunDetail:
         """One run (NotFoundError if there is none of that id, StoreDamaged if its row is),
         read and built in a thread (``_built``): the changing part of its row read
-        (``RunHead``) and its parts built with its fixed part kept (``_fixed_part``), its
+        (``RunHead``) and its parts built with its fixed part kept (``FixedRuns``), its
         heavy hitters and cut prefixes found, its ledger composed and its finished attempts
         drawn. Before, each page, download and live render (once a second) of the run read
         its row whole and built its parts (``RunParts.load``: ~3 s with 1,000,000 deny-list
@@ -380,7 +356,7 @@ class Views:
         else displayed there. What the runner is doing is read here, on the loop that changes
         it, as are the attempts it may be in."""
         now = time.time()
-        fixed = await self._fixed_part(run_id)
+        fixed = await self.fixed.get(self.store, run_id)
         detail, rounds, settled = await off_loop(self._built, run_id, fixed, deny,
                                                  self._planned_words(run_id), now)
         return replace(detail, line=replace(detail.line, now=self._doing(run_id)),

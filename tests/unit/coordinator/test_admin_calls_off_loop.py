@@ -87,7 +87,9 @@ def test_each_admin_call_reads_the_stored_run_off_the_event_loop(
     config = RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400, min_devices=300,
                        deny_list=("spam", "eggs"))
     asyncio.run(create_run(store, config, "kept"))
-    on_loop = _watch(monkeypatch, ((Store, "run"), (service, "to_proto"),
+    # (a GetRun, StartRun or CancelRun answer reads the row's changing part, its fixed part
+    # loaded once: ``FixedRuns``)
+    on_loop = _watch(monkeypatch, ((Store, "run"), (Store, "run_head"), (service, "to_proto"),
                                    (service, "from_proto")))
 
     async def calls() -> dict[str, Any]:

@@ -1,0 +1,80 @@
+"""GetRun answers a run from the changing part of its row (``Store.run_head``) and its fixed part
+kept (``runs.FixedRuns``, the dashboard's too), its config on the wire made once: its deny list
+is read once over many calls, and each answer is byte for byte the run as read whole from its
+row. Before, each GetRun read the row whole and converted its config (~0.85 s a call with
+1,000,000 deny items), and ``fedhh admin wait`` polls it. Served by the coordinator's own
+AdminService on a port from the OS."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from admin_service_kit import METADATA, admin_stub
+
+from fedhh.config import RunConfig
+from fedhh.rpc.run_config import to_proto
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.runs import create_run, stored_config, stored_ledger
+from fedhh_coordinator.service import _round_summary
+from fedhh_coordinator.store import Store
+
+CALLS = 6
+
+
+def read_whole(store: Store, run_id: str) -> bytes:
+    """The run as GetRun answered it before: its row read whole, its config converted."""
+    row = store.run(run_id)
+    ledger = stored_ledger(row)
+    return pb.Run(
+        run_id=row.run_id, state=row.state, config=to_proto(stored_config(row)),
+        eps_local=row.eps_local, eps_spent=ledger.spent_epsilon(),
+        rounds_released=ledger.rounds_recorded, error=row.error,
+        rounds=[_round_summary(r) for r in store.rounds(run_id)],
+    ).SerializeToString(deterministic=True)
+
+
+def test_get_run_reads_the_deny_list_once_and_answers_the_row_as_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    deny = tuple(f"denied-item-{k:05d}" for k in range(3000))
+    asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
+                                            min_devices=300, deny_list=deny), "r"))
+    deny_reads: list[str] = []
+    query = store.db.query
+
+    def counted(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        deny_reads.extend([sql] if "deny_codes" in sql else [])
+        return query(sql, params)
+
+    async def polled() -> list[tuple[bytes, bytes]]:
+        answers = []
+        async with admin_stub(store) as stub:
+            for call in range(CALLS):
+                # the row changes between calls as a run's does
+                if call == 1:
+                    store.abort_round("r", 1, store.open_round("r", 1), "too few devices")
+                elif call == 3:
+                    store.ask_cancel("r", "cancel asked")
+                elif call == 5:
+                    store.set_run_state("r", "cancelled", "cancelled by the operator")
+                got = await stub.GetRun(pb.GetRunRequest(run_id="r"), metadata=METADATA,
+                                        timeout=60)
+                with monkeypatch.context() as m:
+                    m.setattr(store.db, "query", query)
+                    answers.append((got.SerializeToString(deterministic=True),
+                                    read_whole(store, "r")))
+        return answers
+
+    monkeypatch.setattr(store.db, "query", counted)
+    try:
+        answers = asyncio.run(polled())
+    finally:
+        store.close()
+    assert len(deny_reads) == 1
+    for got, whole in answers:
+        assert got == whole
+    assert len({got for got, _ in answers}) == 4  # (each change seen)
