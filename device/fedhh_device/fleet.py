@@ -330,8 +330,10 @@ class Fleet:
         # The coordinator signs what a cohort's members receive alike once (fedhh.rpc.tasks):
         # this process's devices of one cohort verify that signature once among them.
         self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
-        # The (run, codec, bits) whose items past the codes were logged (``_tell_past_codes``).
+        # The (run, codec, bits) whose items past the codes were logged (``_tell_past_codes``),
+        # and the countings under way.
         self._told: set[tuple[str, str, int]] = set()
+        self._counting: set[asyncio.Task[None]] = set()
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         # Retry timing only (never a report's randomness): from the OS's CSPRNG, or seeded
@@ -548,11 +550,27 @@ class Fleet:
         max_bits: ``fedhh.data.long_items.past_codes``) and how many devices hold one: the
         run finds those only cut. The process cannot say so as it starts: the codes are the
         run's (`fedhh up` and `fedhh simulate` name the items before the first round). Counts
-        only: the items stay on the devices."""
+        only: the items stay on the devices. Counted in a thread of its own, which no device
+        awaits: on the event loop, 950,000 distinct items at 115 bits (each encoded: few fit
+        under the byte bound there) held every device of the process 4.4 s at a round's
+        first task."""
         key = (task.run_id, task.codec, task.max_bits)
         if key in self._told:
             return
         self._told.add(key)
+        counting = asyncio.create_task(self._count_past_codes(task),
+                                       name=f"items past the codes of {task.run_id}")
+        self._counting.add(counting)
+        counting.add_done_callback(self._counting.discard)
+
+    async def _count_past_codes(self, task: pb.Task) -> None:
+        try:
+            await asyncio.to_thread(self._log_past_codes, task)
+        except Exception:  # (a bug: said here, not as a task's unretrieved error)
+            log.exception("counting the items past the run's codes failed",
+                          extra={"run_id": task.run_id})
+
+    def _log_past_codes(self, task: pb.Task) -> None:
         try:
             codec = Codec.from_spec(task.codec, task.max_bits)
         except FedhhError:  # (the report's own check refuses the task)
