@@ -33,7 +33,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.backoff import ceiling
 from fedhh.codec import Codec
-from fedhh.data.long_items import past_codes
+from fedhh.codec import codes as cw
+from fedhh.data.long_items import not_denied, past_codes
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.output_paths import open_new
@@ -573,10 +574,13 @@ class Fleet:
     def _log_past_codes(self, task: pb.Task) -> None:
         try:
             codec = Codec.from_spec(task.codec, task.max_bits)
+            deny = cw.from_wire(list(task.deny_list), task.max_bits, "task deny list")
         except FedhhError:  # (the report's own check refuses the task)
             return
         words = tuple(sorted({word for _, data in self.users for word in data.words}))
-        long = {words[i] for i in past_codes(words, codec).tolist()}
+        # (less those the task's deny list denies, cut alike: the run never outputs them)
+        long = {words[i] for i in not_denied(past_codes(words, codec), words, codec,
+                                             deny).tolist()}
         if long:
             log.warning("items longer than the run's codes: the run finds them only cut", extra={
                 "run_id": task.run_id, "max_bits": task.max_bits, "items": len(long),

@@ -32,6 +32,17 @@ def past_codes(vocabulary: tuple[str, ...], codec: Codec) -> np.ndarray:
     return past
 
 
+def not_denied(ids: np.ndarray, vocabulary: tuple[str, ...], codec: Codec,
+               deny_codes: np.ndarray) -> np.ndarray:
+    """Those of ``ids`` whose code (cut at ``codec``'s max_bits) is none of ``deny_codes``: a
+    device compares codes, so a run never outputs the others."""
+    if not ids.size or not deny_codes.size:
+        return ids
+    denied = set(cw.to_ints(deny_codes))
+    codes = cw.to_ints(codec.encode_many([vocabulary[i] for i in ids.tolist()]).codes)
+    return ids[[code not in denied for code in codes]]
+
+
 def past_the_codes(dataset: FederatedDataset, codec: Codec, top: int,
                    users: int | None = None, deny: tuple[str, ...] = ()) -> dict[str, Any]:
     """The items some of the first ``users`` users (all: None) hold that are longer than
@@ -46,10 +57,8 @@ def past_the_codes(dataset: FederatedDataset, codec: Codec, top: int,
     found: dict[str, Any] = {"codec": codec.spec, "bits": codec.max_bits, "items": 0,
                              "users": 0.0, "heaviest": []}
     past = past_codes(dataset.vocabulary, codec)
-    if past.size and deny:
-        denied = set(cw.to_ints(codec.encode_many(list(deny)).codes))
-        codes = cw.to_ints(codec.encode_many([dataset.vocabulary[i] for i in past]).codes)
-        past = past[[code not in denied for code in codes]]
+    if deny:
+        past = not_denied(past, dataset.vocabulary, codec, codec.encode_many(list(deny)).codes)
     if not past.size or not count:
         return found
     mask = np.zeros(len(dataset.vocabulary), dtype=bool)

@@ -12,6 +12,8 @@ import threading
 import numpy as np
 import pytest
 
+from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device import fleet as fleet_module
 from fedhh_device.fleet import Fleet
@@ -89,3 +91,20 @@ def test_the_counting_leaves_the_event_loop_to_the_devices(
     asyncio.run(scenario())
     [record] = _told(caplog)
     assert record.items == 2  # type: ignore[attr-defined]
+
+
+def test_the_items_a_runs_deny_list_denies_cut_alike_are_left_out(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A device compares codes: an item whose cut code is on the task's deny list is never
+    output, so it is not counted (as `fedhh simulate` and `fedhh up` leave it out)."""
+    other = "mailto:" + "b" * 40
+    fleet = Fleet([(0, DeviceData((LONG, "word"), np.ones(2, dtype=np.int64))),
+                   (1, DeviceData((other,), np.ones(1, dtype=np.int64)))],
+                  object(), {}, lambda address: None, seed=1)
+    codec = Codec.from_spec("unicode", 60)
+    denied = cw.to_wire(codec.encode_many([LONG + "c"]).codes, 60)  # (cut as LONG is)
+    caplog.set_level(logging.INFO)
+    asyncio.run(_tell(fleet, pb.Task(run_id="r1", codec="unicode", max_bits=60,
+                                     deny_list=denied)))
+    [record] = _told(caplog)
+    assert (record.items, record.devices_holding) == (1, 1)  # type: ignore[attr-defined]
