@@ -67,7 +67,14 @@ from fedhh.errors import ConfigError, PrivacyError
 from fedhh.metrics import held_by_some_user
 from fedhh.server.causes import cut_cause, lost_in_completion_note
 from fedhh.server.segment import trim_note
-from fedhh.simulation.runner import SimulationResult, check_discoverable, prepare, simulate
+from fedhh.simulation.runner import (
+    EPS_LOCAL_FITS,
+    SimulationResult,
+    check_discoverable,
+    eps_local_refusal,
+    prepare,
+    simulate,
+)
 
 DEFAULT_DATASET = "synthetic-reddit"
 
@@ -242,8 +249,7 @@ def _past_reach(named: list[dict[str, Any]], run: RunConfig, mode: Mode,
     if asked is not None and run.completion() < asked.completion():
         # (at a given eps_local, a round is dropped as eps_local + ln(its weight) <= 0: devices
         # and --eps-agg do not move that)
-        fits = ("a larger --eps-local or --completion-weight" if run.eps_local is not None
-                else "more devices or a larger --eps-agg")
+        fits = EPS_LOCAL_FITS if run.eps_local is not None else "more devices or a larger --eps-agg"
         return (f"Only {run.completion():,} of the {asked.completion():,} completion rounds "
                 f"asked fit the privacy budget here: {fits} fits more (each adds "
                 f"{per_round} bits). docs/codecs.md")
@@ -783,6 +789,11 @@ def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
                 "--max-bits widens the codes, with as many more --rounds (a round covers at "
                 "most log2(--dim-limit) bits), or run without it; docs/codecs.md")
     if str(payload["privacy"].get("completion_rounds", "")).startswith("0 of "):
+        eps_local = payload.get("config", {}).get("eps_local")
+        if eps_local is not None:  # (given, not solved: devices and --eps-agg do not move it)
+            return (f"completion rounds, which complete long items, "
+                    f"{eps_local_refusal(eps_local)} (the privacy line): {EPS_LOCAL_FITS} fits "
+                    "them; --max-bits widens the codes")
         return ("completion rounds, which complete long items, could not be budgeted among so "
                 "few devices (the privacy line): more devices, a larger --eps-agg or "
                 "--completion-weight fit them; --max-bits widens the codes")

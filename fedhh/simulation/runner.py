@@ -78,6 +78,16 @@ class Prepared:
     round_items: tuple[int, ...] | None = None  # items per report of each round (None: one)
 
 
+# What fits more completion rounds at a given --eps-local: each runs at eps_local + ln(its
+# weight), which neither more devices nor a larger --eps-agg moves (eps_local is not solved)
+EPS_LOCAL_FITS = "a larger --eps-local or --completion-weight"
+
+
+def eps_local_refusal(eps_local: float) -> str:
+    """Why completion rounds dropped at a given ``eps_local`` did not run."""
+    return f"cannot run at --eps-local {eps_local:g}"
+
+
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
     """``_prepare`` with as many of the completion rounds as can be budgeted among
     ``num_devices`` devices (``with_most_completions``: at their weights, a completion round's
@@ -87,16 +97,15 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
                                           lambda p: float(p.privacy["eps_local"]))
     if run.completion() < config.completion():
         cause = f"cannot be budgeted among {num_devices} devices"
-        refused = run.next_completion(config.eps_local) if config.eps_local is not None \
-            else None
-        if refused is not None:
+        eps = config.eps_local
+        refused = None if eps is None else run.next_completion(eps)
+        if eps is not None and refused is not None:
             # (an explicit eps_local is not solved for the devices: more of them, or a larger
             # --eps-agg, change nothing; before, the note blamed the device count)
             which = "next" if run.completion() else "first"
-            cause = (f"cannot run at --eps-local {config.eps_local:g}: the {which} would run "
-                     f"at {config.eps_local:g} + ln {refused[0]:.4g} <= 0 (a round's local "
-                     "epsilon must be positive); a larger --eps-local or --completion-weight "
-                     "fits more")
+            cause = (f"{eps_local_refusal(eps)}: the {which} would run at "
+                     f"{eps:g} + ln {refused[0]:.4g} <= 0 (a round's local "
+                     f"epsilon must be positive); {EPS_LOCAL_FITS} fits more")
         prepared.privacy["completion_rounds"] = (
             f"{run.completion()} of {config.completion()}: the later completion rounds' "
             f"weights (from {config.completion_weight}, less as the round's index grows) "

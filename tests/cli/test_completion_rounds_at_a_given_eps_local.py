@@ -37,3 +37,19 @@ def test_rounds_dropped_at_a_given_eps_local_say_it_is_the_cause(
     note = payload["completion_note"]
     if kept.startswith("0 of"):  # (the list's cut prefix ran out of rounds: the note names why)
         assert "--eps-local sets eps_local" in note and "--eps-agg" not in note, note
+
+
+def test_a_cut_items_note_names_eps_local_as_what_dropped_the_completion_rounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """The note under a list with an item cut at the codes said the completion rounds 'could
+    not be budgeted among so few devices' and advised more devices or a larger --eps-agg."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    users = tmp_path / "users.jsonl"
+    users.write_text("".join(json.dumps([LONG]) + "\n" for _ in range(400)), encoding="utf-8")
+    assert main(["simulate", "--dataset", str(users), "--eps-local", "1", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ("completion rounds, which complete long items, cannot run at --eps-local 1 (the "
+            "privacy line): a larger --eps-local or --completion-weight fits them; --max-bits "
+            "widens the codes") in out, out
+    assert "so few devices" not in out and "more devices" not in out, out
