@@ -240,6 +240,13 @@ def _past_reach(named: list[dict[str, Any]], run: RunConfig, mode: Mode,
     if blocker is not None:
         step = run.segment_bits or per_round
         rounds = max(run.rounds, -(-wanted // step))
+        if rounds > MAX_ROUNDS:
+            # (--rounds past it is refused: only more bits a round help)
+            return (f"That takes {rounds:,} rounds of {step} {_plural(step, 'bit')} (" + (
+                "--segment-bits" if run.segment_bits else "log2(--dim-limit)") + f"), more "
+                f"than the {MAX_ROUNDS:,} a run can have: a larger --dim-limit "
+                + ("with longer --segment-bits " if run.segment_bits else "")
+                + "covers more bits a round. docs/codecs.md")
         return (f"--max-bits {wanted:,} with --rounds {rounds:,} reach the items named whole "
                 "(a round covers " + (f"{step} bits, --segment-bits" if run.segment_bits else
                                    f"at most log2(--dim-limit) = {step} bits") + "; completion "

@@ -134,6 +134,16 @@ def test_the_reach_names_the_options_and_their_cost() -> None:
                                     None).startswith(
         "That takes 1,996 completion rounds at log2(--dim-limit) = 2 bits each, more than the "
         "1,024 a run can have: a larger --dim-limit adds more bits a round")
+    # (nor past them with --max-bits where completion rounds cannot run)
+    assert simulate_cli._past_reach([{"needs_bits": 3000}], replace(narrow, algorithm="triehh"),
+                                    Mode.SIMULATION, None, None).startswith(
+        "That takes 1,500 rounds of 2 bits (log2(--dim-limit)), more than the 1,024 a run can "
+        "have: a larger --dim-limit covers more bits a round")
+    one_bit = RunConfig(segment_bits=1, rounds=60)
+    assert simulate_cli._past_reach([{"needs_bits": 3000}], one_bit, Mode.SIMULATION, None,
+                                    None).startswith(
+        "That takes 3,000 rounds of 1 bit (--segment-bits), more than the 1,024 a run can "
+        "have: a larger --dim-limit with longer --segment-bits covers more bits a round")
     # (at a given eps_local, devices and --eps-agg do not fit more completion rounds)
     given = RunConfig(eps_local=3.0, completion_rounds=4)
     reach = simulate_cli._past_reach(named, given, Mode.SIMULATION,
