@@ -113,14 +113,15 @@ def run(args: argparse.Namespace) -> int:
     check_discoverable(dataset, f"--dataset {args.dataset}")
     warn_deadline(config, "fedhh simulate")
     # (the run's own codes: prepare drops the completion rounds too few users cannot budget)
-    planned = prepare(config, dataset.num_users).config
+    prepared = prepare(config, dataset.num_users)
+    planned = prepared.config
     past = past_the_codes(dataset, Codec.from_spec(planned.codec,
                                                    planned.code_bits(Mode.SIMULATION)),
                           PAST_LISTED, deny=tuple(config.deny_items()))
     warn_past_codes(past, planned, Mode.SIMULATION, "fedhh simulate", config,
                     lambda wider: _eps_local(wider, dataset.num_users))
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
-    result = simulate(dataset, config, truth, show_progress=progress)
+    result = simulate(dataset, config, truth, show_progress=progress, prepared=prepared)
     payload = result_payload(result, config, dataset.summary(progress))
     payload["past_the_codes"] = past
     warn_over_target(payload["privacy"])

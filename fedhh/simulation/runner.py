@@ -272,6 +272,7 @@ def simulate(
     population: Population | None = None,
     ledger: PrivacyLedger | None = None,
     show_progress: bool = False,
+    prepared: Prepared | None = None,
 ) -> SimulationResult:
     """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth.
 
@@ -283,10 +284,13 @@ def simulate(
     as the coordinator does; a round the ledger refuses stops the run with PrivacyError. A
     ``ledger`` given here replaces the one ``prepare`` opens (e.g. a coordinator's, to replay
     its accounting). A ``population`` built once (``Population.build``) can be passed to many
-    runs over the same dataset and codec; it is not modified.
+    runs over the same dataset and codec; it is not modified. ``prepared``: what
+    ``prepare(config, dataset.num_users)`` returned, where the caller has it already (one
+    solve takes seconds at the default dataset; its ledger is fresh, never recorded in).
     """
     check_discoverable(dataset)
-    prepared = prepare(config, dataset.num_users)
+    if prepared is None:
+        prepared = prepare(config, dataset.num_users)
     config = prepared.config  # without completion rounds when they cannot be budgeted
     if ledger is not None:
         prepared = replace(prepared, ledger=ledger)
