@@ -101,6 +101,16 @@ async def storing(admin: AdminService, held: HeldWrites, run_id: str = "p"
     return call
 
 
+async def cancel_given_up(admin: AdminService, run_id: str = "p") -> None:
+    """A CancelRun whose caller goes away (its deadline) once the call has begun."""
+    cancel = asyncio.ensure_future(admin.CancelRun(
+        pb.CancelRunRequest(run_id=run_id), Context()))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    cancel.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await cancel
+
+
 def test_a_second_start_run_of_a_run_being_stored_is_refused_at_once(
         tmp_path: Path, held: HeldWrites) -> None:
     admin, store = service(tmp_path)
@@ -155,12 +165,7 @@ def test_a_cancel_given_up_while_its_run_is_stored_still_cancels_the_run(
 
     async def go() -> str:
         first = await storing(admin, held)
-        cancel = asyncio.ensure_future(admin.CancelRun(
-            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
-        await asyncio.sleep(0)
-        cancel.cancel()  # (its caller's deadline)
-        with contextlib.suppress(asyncio.CancelledError):
-            await cancel
+        await cancel_given_up(admin)
         held.release.set()
         await first
         # (the cancel applies in a task of its own, once the write ended)
@@ -299,12 +304,7 @@ def test_a_cancel_given_up_of_a_run_whose_storing_failed_logs_no_unretrieved_err
 
     async def go() -> None:
         first = await storing(admin, held)
-        cancel = asyncio.ensure_future(admin.CancelRun(
-            pb.CancelRunRequest(run_id="p"), Context()))  # type: ignore[arg-type]
-        await asyncio.sleep(0)
-        cancel.cancel()  # (its caller's deadline)
-        with contextlib.suppress(asyncio.CancelledError):
-            await cancel
+        await cancel_given_up(admin)
         held.release.set()
         with contextlib.suppress(Refused):
             await first
