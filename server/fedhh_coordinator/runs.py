@@ -289,6 +289,14 @@ def stored_config(row: RunRow) -> RunConfig:
     return _read(row, "config", lambda data: _valid_config(json.dumps(data, sort_keys=True)))
 
 
+def config_alone(store: Store, head: RunHead) -> RunConfig:
+    """``stored_config`` of the run whose row's changing part is ``head``, its deny codes not
+    read (``Store.run_config``)."""
+    # (the row's deny codes left empty: stored_config reads its config and ledger alone)
+    return stored_config(RunRow(head.run_id, store.run_config(head.run_id), head.state,
+                                head.eps_local, head.tree, head.ledger, [], head.error))
+
+
 # What each stored record of a run holds as this fedhh writes it: its fields, and those of the
 # entries of its lists of records.
 _RECORDS: dict[str, tuple[str, frozenset[str], dict[str, frozenset[str]]]] = {

@@ -323,6 +323,12 @@ class Store:
                        decoded(record, "tree", _object, r[3]),
                        decoded(record, "ledger", _object, r[4]), r[5], float(r[6]), float(r[7]))
 
+    def run_config(self, run_id: str) -> dict[str, Any]:
+        """The run's stored config alone (NotFoundError, StoreDamaged as ``run``): its deny
+        codes not decoded, which ``run`` does (~3 s with 1,000,000 items)."""
+        return decoded(f"run {run_id!r}", "config", _object,
+                       self._run_columns(run_id, "config")[0])
+
     def _run_columns(self, run_id: str, columns: str) -> tuple[Any, ...]:
         """``columns`` of the run's row (NotFoundError if there is none)."""
         _refuse_nul(run_id)

@@ -45,3 +45,14 @@ async def admin_stub(store: Store, runner: Any = None,
             yield pb_grpc.AdminServiceStub(channel)
     finally:
         await server.stop(None)
+
+
+def change_as_runs_do(store: Store, call: int, aborted: str, cancelled: str) -> None:
+    """Before poll ``call`` of a test's, its rows changed as runs' do: at call 1 an attempt of
+    ``aborted`` aborted, at 3 a cancel of ``cancelled`` asked, at 5 that run cancelled."""
+    if call == 1:
+        store.abort_round(aborted, 1, store.open_round(aborted, 1), "too few devices")
+    elif call == 3:
+        store.ask_cancel(cancelled, "cancel asked")
+    elif call == 5:
+        store.set_run_state(cancelled, "cancelled", "cancelled by the operator")

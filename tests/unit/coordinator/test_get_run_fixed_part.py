@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_service_kit import METADATA, admin_stub
+from admin_service_kit import METADATA, admin_stub, change_as_runs_do
 
 from fedhh.config import RunConfig
 from fedhh.rpc.run_config import to_proto
@@ -54,13 +54,7 @@ def test_get_run_reads_the_deny_list_once_and_answers_the_row_as_it_is(
         answers = []
         async with admin_stub(store) as stub:
             for call in range(CALLS):
-                # the row changes between calls as a run's does
-                if call == 1:
-                    store.abort_round("r", 1, store.open_round("r", 1), "too few devices")
-                elif call == 3:
-                    store.ask_cancel("r", "cancel asked")
-                elif call == 5:
-                    store.set_run_state("r", "cancelled", "cancelled by the operator")
+                change_as_runs_do(store, call, "r", "r")
                 got = await stub.GetRun(pb.GetRunRequest(run_id="r"), metadata=METADATA,
                                         timeout=60)
                 with monkeypatch.context() as m:
