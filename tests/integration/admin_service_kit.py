@@ -3,17 +3,20 @@ stub of it, for the tests that call the admin API through gRPC."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
+import pytest
 
+from fedhh.config import RunConfig
 from fedhh.rpc import serving
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.runs import ShownDenyLists
+from fedhh_coordinator.runs import ShownDenyLists, create_run
 from fedhh_coordinator.service import AdminService
 from fedhh_coordinator.store import Store
 
@@ -56,3 +59,29 @@ def change_as_runs_do(store: Store, call: int, aborted: str, cancelled: str) -> 
         store.ask_cancel(cancelled, "cancel asked")
     elif call == 5:
         store.set_run_state(cancelled, "cancelled", "cancelled by the operator")
+
+
+DENIED = tuple(f"denied-item-{k:05d}" for k in range(3000))
+
+
+def denying_run(store: Store, run_id: str, **knobs: Any) -> None:
+    """Store a run of ``run_id`` whose deny list is ``DENIED``, ``knobs`` its other settings."""
+    asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
+                                            min_devices=300, deny_list=DENIED, **knobs), run_id))
+
+
+Query = Callable[..., list[tuple[Any, ...]]]
+
+
+def recorded_queries(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Query]:
+    """The SQL of each query of ``store`` from now on, and its query as it was (what a test
+    puts back, ``monkeypatch.context``, for what it reads itself)."""
+    sqls: list[str] = []
+    query = store.db.query
+
+    def recorded(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        sqls.append(sql)
+        return query(sql, params)
+
+    monkeypatch.setattr(store.db, "query", recorded)
+    return sqls, query

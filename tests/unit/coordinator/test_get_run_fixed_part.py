@@ -8,17 +8,20 @@ AdminService on a port from the OS."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
-from admin_service_kit import METADATA, admin_stub, change_as_runs_do
+from admin_service_kit import (
+    METADATA,
+    admin_stub,
+    change_as_runs_do,
+    denying_run,
+    recorded_queries,
+)
 
-from fedhh.config import RunConfig
 from fedhh.rpc.run_config import to_proto
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh_coordinator.runs import create_run, stored_config, stored_ledger
+from fedhh_coordinator.runs import stored_config, stored_ledger
 from fedhh_coordinator.service import _round_summary
 from fedhh_coordinator.store import Store
 
@@ -40,15 +43,7 @@ def read_whole(store: Store, run_id: str) -> bytes:
 def test_get_run_reads_the_deny_list_once_and_answers_the_row_as_it_is(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(tmp_path / "c.sqlite")
-    deny = tuple(f"denied-item-{k:05d}" for k in range(3000))
-    asyncio.run(create_run(store, RunConfig(eps_agg=4.0, delta=1e-6, target_devices=400,
-                                            min_devices=300, deny_list=deny), "r"))
-    deny_reads: list[str] = []
-    query = store.db.query
-
-    def counted(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        deny_reads.extend([sql] if "deny_codes" in sql else [])
-        return query(sql, params)
+    denying_run(store, "r")
 
     async def polled() -> list[tuple[bytes, bytes]]:
         answers = []
@@ -63,12 +58,12 @@ def test_get_run_reads_the_deny_list_once_and_answers_the_row_as_it_is(
                                     read_whole(store, "r")))
         return answers
 
-    monkeypatch.setattr(store.db, "query", counted)
+    reads, query = recorded_queries(store, monkeypatch)
     try:
         answers = asyncio.run(polled())
     finally:
         store.close()
-    assert len(deny_reads) == 1
+    assert len([sql for sql in reads if "deny_codes" in sql]) == 1
     for got, whole in answers:
         assert got == whole
     assert len({got for got, _ in answers}) == 4  # (each change seen)

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
-from admin_service_kit import METADATA, admin_stub, change_as_runs_do
+from admin_service_kit import (
+    METADATA,
+    admin_stub,
+    change_as_runs_do,
+    denying_run,
+    recorded_queries,
+)
 
 import fedhh.codec
 from fedhh.codec.codebook import BUILTIN_NAMES, codec_spec
-from fedhh.config import RunConfig
 from fedhh.rpc.run_config import to_proto
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh_coordinator.runs import create_run, stored_config, stored_ledger
+from fedhh_coordinator.runs import stored_config, stored_ledger
 from fedhh_coordinator.store import Store
 
 CALLS = 6
@@ -46,19 +49,10 @@ def listed_whole(store: Store, run_id: str) -> bytes:
 def test_list_runs_reads_no_deny_codes_and_lists_the_rows_as_they_are(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(tmp_path / "c.sqlite")
-    deny = tuple(f"denied-item-{k:05d}" for k in range(3000))
     book = json.loads((Path(fedhh.codec.__file__).parent / "books" / "english.json").read_text())
     inline = codec_spec(json.dumps({**book, "name": "the-tests-own"}))
     for run_id, codec in zip(RUNS, ("english", inline), strict=True):
-        asyncio.run(create_run(store, RunConfig(
-            eps_agg=4.0, delta=1e-6, target_devices=400, min_devices=300, deny_list=deny,
-            codec=codec, max_bits=16), run_id))
-    reads: list[str] = []
-    query = store.db.query
-
-    def counted(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        reads.append(sql)
-        return query(sql, params)
+        denying_run(store, run_id, codec=codec, max_bits=16)
 
     async def listed() -> list[tuple[list[bytes], list[bytes]]]:
         answers = []
@@ -73,7 +67,7 @@ def test_list_runs_reads_no_deny_codes_and_lists_the_rows_as_they_are(
                                     [listed_whole(store, run_id) for run_id in RUNS]))
         return answers
 
-    monkeypatch.setattr(store.db, "query", counted)
+    reads, query = recorded_queries(store, monkeypatch)
     try:
         answers = asyncio.run(listed())
     finally:
