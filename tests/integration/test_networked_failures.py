@@ -175,14 +175,18 @@ def test_a_run_waits_for_a_stopped_aggregator_and_completes_once_it_is_back(
 def test_a_run_damaged_in_the_store_fails_alone(plain: LocalTopology) -> None:
     """Bytes changed in the store's rows (SQLite pages carry no checksum). Before: the runner
     read every run's row to pick the next one, one row did not decode, and its task ended
-    unseen: every later run stayed pending for ever, and ListRuns answered INTERNAL. (It damages
-    the shared store: the last of the tests that share it.)"""
+    unseen: every later run stayed pending for ever, and ListRuns answered INTERNAL. A run's
+    fixed part (config, deny list) is read once and kept (runs.FixedRuns, 6ce83808): damage
+    made to it while the coordinator runs is seen where it is read again (ListRuns reads the
+    config alone; a restarted coordinator), while GetRun and GetResults answer from the copy
+    read whole before. (It damages the shared store: the last of the tests that share it.)"""
     topo = plain
     config = run_config(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=150,
                         checkin_ms=120_000, stage_ms=10_000)
     with admin(topo) as client:
         client.start_run(config, run_id="old")
         assert client.wait("old", 240).state == "done"
+        kept = client.run("old")
         with sqlite3.connect(topo.database, timeout=60) as db:  # beside the running service
             db.execute("INSERT INTO runs SELECT 'stale', config, 'pending', eps_local, '{}', "
                        "ledger, deny_codes, '', 0, 0 FROM runs WHERE run_id = 'old'")
@@ -191,6 +195,10 @@ def test_a_run_damaged_in_the_store_fails_alone(plain: LocalTopology) -> None:
         new = client.wait("new", 240)
         stale = client.run("stale")
         listed = {r.run_id: r for r in client.runs()}
+        assert client.run("old") == kept  # (the copy read whole before the damage)
+    topo.kill("coordinator")  # (a restart reads every run's row afresh)
+    topo.start_coordinator(COORDINATOR_FLAGS)
+    with admin(topo) as client:
         with pytest.raises(grpc.RpcError) as old:
             client.run("old")
         with pytest.raises(grpc.RpcError) as old_results:
