@@ -15,7 +15,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from fedhh.cli.main import usage_error
 from fedhh.codec.shown import columns, fitted_rows, ljust, printable_rows
 from fedhh.errors import ConfigError, DatasetError
 from fedhh.input_files import missing_reason
+
+if TYPE_CHECKING:
+    from fedhh.data.dataset import FederatedDataset
 
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
 
@@ -222,7 +225,7 @@ def _inspect(args: argparse.Namespace) -> int:
             for i in truth.top(args.top, weighted=False).tolist()
         ],
         "stats": dataset.stats,
-        "past_the_codes": _past_the_codes(dataset.vocabulary, truth.unweighted, args.top),
+        "past_the_codes": _past_the_codes(dataset, args.top),
     }
     if args.json:
         json.dump(report, sys.stdout, indent=2, default=str)
@@ -287,21 +290,15 @@ PAST_COLUMNS_MAX = 40  # (each of the heaviest items past the codes' limit, in t
 PAST_NAMED = 3  # (the note names so many of them)
 
 
-def _past_the_codes(vocabulary: tuple[str, ...], unweighted: np.ndarray,
-                    top: int) -> dict[str, Any]:
-    """The items whose code at the default codebook is longer than the codes' limit
-    (``MAX_SUPPORTED_BITS``; ``fedhh.data.long_items.past_codes``): how many, and the ``top``
-    most held of them (each with its share of the users)."""
+def _past_the_codes(dataset: FederatedDataset, top: int) -> dict[str, Any]:
+    """The items longer than the codes can be at the default codebook (``MAX_SUPPORTED_BITS``):
+    ``fedhh.data.long_items.past_the_codes``, the one `fedhh simulate --json` gives at a run's
+    own codes (before, this one had its own shape, without ``users`` and ``needs_bits``)."""
     from fedhh.codec import MAX_SUPPORTED_BITS, Codec
     from fedhh.config import RunConfig
-    from fedhh.data.long_items import past_codes
+    from fedhh.data.long_items import past_the_codes
 
-    spec = RunConfig().codec
-    past = past_codes(vocabulary, Codec.from_spec(spec, MAX_SUPPORTED_BITS))
-    order = past[np.argsort(-unweighted[past], kind="stable")][:top] if past.size else past
-    return {"codec": spec, "bits": MAX_SUPPORTED_BITS, "items": int(past.size),
-            "heaviest": [{"item": vocabulary[i], "unweighted": float(unweighted[i])}
-                         for i in order.tolist()]}
+    return past_the_codes(dataset, Codec.from_spec(RunConfig().codec, MAX_SUPPORTED_BITS), top)
 
 
 def _quantiles(values: np.ndarray, qs: list[float]) -> dict[str, int]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from cli_kit import run_cli
 
@@ -45,9 +44,14 @@ def test_the_items_a_run_cannot_give_whole_are_named(
     assert "(36.36% of the users)" in note and "(18.18% of the users)" in note
     code, out, _ = run_cli(["data", "inspect", str(data), "--json"], capsys)
     past = json.loads(out)["past_the_codes"]
-    assert past == {"codec": "unicode", "bits": 4096, "items": 2, "heaviest": [
-        {"item": zwj_past, "unweighted": pytest.approx(4 / 11)},
-        {"item": PAST, "unweighted": pytest.approx(2 / 11)}]}
+    # (the shape `fedhh simulate --json` gives at a run's own codes: users holding one,
+    # and each item's whole code's bits, null past the codes' limit)
+    assert past == {"codec": "unicode", "bits": 4096, "items": 2,
+                    "users": pytest.approx(6 / 11), "heaviest": [
+                        {"item": zwj_past, "unweighted": pytest.approx(4 / 11),
+                         "needs_bits": None},
+                        {"item": PAST, "unweighted": pytest.approx(2 / 11),
+                         "needs_bits": None}]}
 
 
 def test_nothing_is_said_when_every_item_fits(
@@ -62,13 +66,13 @@ def test_nothing_is_said_when_every_item_fits(
     assert code == 0 and "longer than the codes" not in out
     code, out, _ = run_cli(["data", "inspect", str(data), "--json"], capsys)
     assert json.loads(out)["past_the_codes"] == {"codec": "unicode", "bits": 4096, "items": 0,
-                                                 "heaviest": []}
+                                                 "users": 0.0, "heaviest": []}
 
 
 def test_the_byte_bound_skips_no_item_past_the_codes() -> None:
     """Only items of enough UTF-8 bytes to need the codes' bits at the book's dearest byte are
     encoded: a run of that byte just long enough to be cut is found, one byte less is not."""
-    from fedhh.cli.data import _past_the_codes
+    from fedhh.data.long_items import past_codes
 
     codec = Codec("unicode", MAX_SUPPORTED_BITS)
     dear = chr(max(range(128), key=lambda b: len(codec.book.item_bits(chr(b)))))
@@ -80,6 +84,4 @@ def test_the_byte_bound_skips_no_item_past_the_codes() -> None:
         else:
             low = middle + 1
     vocabulary = (dear * (low - 1), dear * low)
-    found = _past_the_codes(vocabulary, np.array([0.5, 0.25]), 5)
-    assert found["items"] == 1 and found["heaviest"] == [{"item": dear * low,
-                                                          "unweighted": 0.25}]
+    assert past_codes(vocabulary, codec).tolist() == [1]
