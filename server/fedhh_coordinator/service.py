@@ -11,7 +11,7 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -303,16 +303,22 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)
-        try:
+        with self._said_if_storing(request.run_id):
             return await self._answer(request.run_id)
+
+    @contextlib.contextmanager
+    def _said_if_storing(self, run_id: str) -> Iterator[None]:
+        """A run the store does not know that a StartRun is storing is said to be so (GetRun,
+        GetResults). Before: "unknown run", and a caller whose StartRun passed its deadline
+        started it again. The store is asked first: a StartRun of a stored run's id, a retry
+        of one that succeeded, is storing it until the store refuses it ALREADY_EXISTS."""
+        try:
+            yield
         except NotFoundError:
-            # (before: "unknown run", and a caller whose StartRun passed its deadline started
-            # it again. The store asked first: a StartRun of a stored run's id, a retry of one
-            # that succeeded, is storing it until the store refuses it ALREADY_EXISTS)
-            if request.run_id not in self._storing:
+            if run_id not in self._storing:
                 raise
-            raise NotFoundError(f"run {shown(request.run_id)} is not stored yet: a StartRun "
-                                "of it is storing it") from None
+            raise NotFoundError(f"run {shown(run_id)} is not stored yet: a StartRun of it is "
+                                "storing it") from None
 
     @status_errors
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
@@ -327,12 +333,13 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetResults(self, request: pb.GetResultsRequest,
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
-        # (displayed once a run, the calls that come meanwhile waiting for it without a
-        # thread: ``ShownDenyLists.show``)
-        deny = await self.deny.show(self.store, request.run_id)
-        # (the run's fixed part kept, GetRun's and the dashboard's: before, each call read the
-        # row whole and rebuilt the tree, ~3 s with 1,000,000 deny items)
-        fixed = await self.fixed.get(self.store, request.run_id)
+        with self._said_if_storing(request.run_id):
+            # (displayed once a run, the calls that come meanwhile waiting for it without a
+            # thread: ``ShownDenyLists.show``)
+            deny = await self.deny.show(self.store, request.run_id)
+            # (the run's fixed part kept, GetRun's and the dashboard's: before, each call read
+            # the row whole and rebuilt the tree, ~3 s with 1,000,000 deny items)
+            fixed = await self.fixed.get(self.store, request.run_id)
         return await off_loop(self._results, request.run_id, deny, fixed)
 
     def _results(self, run_id: str, deny: tuple[str, ...], fixed: RunFixed) -> pb.Results:

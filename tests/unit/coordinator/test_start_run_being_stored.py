@@ -205,14 +205,17 @@ def test_a_cancel_of_a_run_whose_storing_failed_is_not_found(
     assert cancelled.code == grpc.StatusCode.NOT_FOUND and "unknown run" in cancelled.details
 
 
-def test_a_get_run_of_a_run_being_stored_says_so(tmp_path: Path, held: HeldWrites) -> None:
+@pytest.mark.parametrize("call", ["GetRun", "GetResults"])
+def test_a_get_run_of_a_run_being_stored_says_so(tmp_path: Path, held: HeldWrites,
+                                                  call: str) -> None:
+    # (GetResults: before, "unknown run" where GetRun said "not stored yet")
     admin, store = service(tmp_path)
+    request = (pb.GetRunRequest if call == "GetRun" else pb.GetResultsRequest)(run_id="p")
 
-    async def go() -> tuple[Refused | pb.Run, pb.Run]:
+    async def go() -> tuple[Any, pb.Run]:
         first = await storing(admin, held)
         try:
-            asked: Refused | pb.Run = await admin.GetRun(
-                pb.GetRunRequest(run_id="p"), Context())  # type: ignore[arg-type]
+            asked: Any = await getattr(admin, call)(request, Context())
         except Refused as refused:
             asked = refused
         finally:
