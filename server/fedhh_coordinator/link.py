@@ -44,8 +44,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -107,6 +107,7 @@ from fedhh_coordinator.stretch import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How long an aggregation service that does not answer is waited for before an attempt opens
 # (step 0 of the module docstring), and the first and the longest pause between two of its
@@ -419,11 +420,13 @@ class NetworkLink:
                                 judgement.proven)
             try:
                 await charge(judgement.charge)
-            except StoreUnavailable:
+            except (StoreUnavailable, asyncio.CancelledError):
                 # The sum stays unread at the service, which holds it for the attempt's resume
-                # once the store answers (the charge written then, once: ``_ServiceControl``).
-                # Before, it was cancelled here: a store away past the charge's patience (a
-                # disk full for 20 s) lost the round's sum, charged, and its round ran again.
+                # once the store answers, or the next process's (the charge written then,
+                # once: ``_ServiceControl``). Before, it was cancelled here: a store away past
+                # the charge's patience (a disk full for 20 s) lost the round's sum, charged,
+                # and its round ran again; so did a coordinator stopped while its charge waited
+                # for the store, the attempt then settled lost at n_min by the next process.
                 raise
             except BaseException:
                 await service.drop(round_id)  # (unread)
@@ -458,8 +461,12 @@ class NetworkLink:
                     raise RoundAborted(aborted.reason + await self._too_few(plan, service),
                                        contributors=aborted.contributors) from None
                 except TimeoutError:
+                    # Cancelled as patiently as its outcome is asked: before, one failed try
+                    # (the service restarting) left the round running there, and the outcome
+                    # read next, "running", charged the attempt at n_min as one that may yet
+                    # unmask, although the cancel would have ended it before unmasking, free.
                     with contextlib.suppress(FedhhError):
-                        await service.cancel(round_id)
+                        await self._patiently(plan, service.cancel)
                     outcome = await self._patient_outcome(plan)
                     raise _aborted("the round did not finish before its deadline",
                                    outcome) from None
@@ -509,27 +516,34 @@ class NetworkLink:
         (``Progress.resume``); one given up stays the attempt's last step. (Before, the stage
         text alone was overwritten, so the round's timeline kept the interrupted stage
         running through the wait.)"""
-        service = plan.service(self.aggregator)
+        try:
+            return await self._patiently(plan, plan.service(self.aggregator).outcome)
+        except AggregatorUnavailable as error:
+            return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
+                                     f"{self._control_address()} stayed unreachable for "
+                                     f"{self.recovery_patience_s:g} s ({error})")
+
+    async def _patiently(self, plan: RoundPlan, call: Callable[[bytes], Awaitable[T]]) -> T:
+        """``call(plan.round_id)`` at the service, tried again with backoff while it raises
+        ``AggregatorUnavailable``, for up to ``recovery_patience_s`` (then its last error is
+        raised); the progress shows the wait as ``_patient_outcome`` says."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.recovery_patience_s
         backoff = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S)
         interrupted = None
         while True:
             try:
-                outcome = await service.outcome(plan.round_id)
-            except AggregatorUnavailable as error:
+                answer = await call(plan.round_id)
+            except AggregatorUnavailable:
                 if loop.time() >= give_up:
-                    return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
-                                             f"{self._control_address()} stayed "
-                                             f"unreachable for "
-                                             f"{self.recovery_patience_s:g} s ({error})")
+                    raise
                 if interrupted is None:
                     interrupted = self.progress.wait(
                         f"waiting for the aggregator at {self._control_address()}")
             else:
                 if interrupted is not None:
                     self.progress.resume(interrupted)
-                return outcome
+                return answer
             await backoff.sleep()
 
     def _check_windows_ahead(self, plan: RoundPlan, devices: int) -> None:

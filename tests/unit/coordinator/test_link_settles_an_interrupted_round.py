@@ -1,0 +1,133 @@
+"""The coordinator's network link settling a round it was interrupted in: a deadline's cancel
+that finds the service restarting is tried again before the round's outcome decides the
+charge, and a coordinator stopped while a released sum's charge waits for the store leaves
+that sum held for the next process to charge and read.
+
+test_link_charging's fake service and devices, told here to fail chosen calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_link_charging import (
+    DEVICES,
+    SHARD,
+    Coordinator,
+    FakeCombiner,
+    Fleet,
+    Plan,
+    attempts,
+    config,
+    every,
+    flaky_charges,
+    spends,
+)
+
+from fedhh.secagg import ReleaseEvidence
+from fedhh_coordinator.aggregation import AggregatorOutcome, AggregatorUnavailable
+from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.store import Store
+
+
+def test_a_cancel_at_the_deadline_is_tried_again_while_the_service_restarts(
+        tmp_path: Path) -> None:
+    """The first attempt's round passes its deadline (its result call times out) while the
+    service is restarting: the link's cancel finds it unreachable twice, then reaches it,
+    and the round, cancelled before unmasking, costs nothing; the next attempt releases.
+    Before, the cancel was one try: the service ran on, its outcome said "running", and the
+    attempt was charged at n_min as one that might still unmask."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, SHARD)
+    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    single_result = combiner.single_result
+    cancels: list[str] = []
+
+    async def times_out_first(round_id: bytes, dimension: int, timeout_s: float,
+                              on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                              ) -> tuple[np.ndarray, int]:
+        if round_id.decode().split("/")[2] == "1":
+            raise TimeoutError  # (the round's deadline, and its slack, passed)
+        return await single_result(round_id, dimension, timeout_s, on_release)
+
+    async def cancel(round_id: bytes) -> None:
+        if len(cancels) < 2:
+            cancels.append("unreachable")
+            raise AggregatorUnavailable("UNAVAILABLE")
+        cancels.append("cancelled")
+        combiner.cancelled.append(round_id)
+
+    async def outcome(round_id: bytes) -> AggregatorOutcome:
+        if round_id in combiner.cancelled:
+            return AggregatorOutcome("aborted", reason="cancelled by the coordinator")
+        return AggregatorOutcome("running", stage="SHARE_KEYS")
+
+    combiner.single_result = times_out_first  # type: ignore[method-assign]
+    combiner.cancel = cancel  # type: ignore[method-assign]
+    combiner.outcome = outcome  # type: ignore[method-assign]
+
+    async def go() -> None:
+        await create_run(store, config(shard_size=None, target_devices=SHARD), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert cancels == ["unreachable", "unreachable", "cancelled"]
+    assert attempts(store, "run") == [(1, "aborted", 0), (2, "released", SHARD)]
+    assert spends(store, "run") == [(0, 2, SHARD)]
+
+
+def test_a_coordinator_stopped_while_a_charge_waits_for_the_store_leaves_the_sum_held(
+        tmp_path: Path) -> None:
+    """The store is away as a released total's charge is written, and the coordinator is
+    stopped while the charge waits for it: the total stays held unread at the service (no
+    drop), so the next process, the store back, charges the attempt once at its count and
+    reads it. Before, the stop dropped the total: the next process found it gone, settled
+    the attempt lost at n_min and ran the round again (two charges, the first for nothing)."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, holds_sum=True)
+    failed = flaky_charges(store, 1_000_000)
+    waiting = asyncio.Event()
+    flaky = store.charge_round
+
+    def charge_round(*args: Any, **kwargs: Any) -> None:
+        try:
+            flaky(*args, **kwargs)
+        finally:
+            if failed:
+                waiting.set()
+
+    store.charge_round = charge_round  # type: ignore[method-assign]
+
+    async def first_life() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.charge_retry_s = 0.001
+        drive = asyncio.create_task(coordinator.drive("run"))
+        await asyncio.wait_for(waiting.wait(), 60)
+        drive.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await drive
+
+    asyncio.run(first_life())
+    assert failed and attempts(store, "run") == [(1, "open", 0)]
+    assert combiner.cancelled == []  # before: the total dropped unread
+    del store.charge_round  # (the store takes writes again)
+    successor = FakeCombiner(Plan(every("released")), fleet.keys, tasks=combiner.tasks,
+                             opened=combiner.opened, cancelled=combiner.cancelled,
+                             holds_sum=True)
+
+    async def second_life() -> None:
+        await asyncio.wait_for(Coordinator(store, fleet, successor).drive("run"), 60)
+
+    asyncio.run(second_life())
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert successor.calls == 1 and store.run("run").state == "done"
