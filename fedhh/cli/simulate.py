@@ -385,10 +385,11 @@ def _loose(text: str) -> str:
 
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
                     lines: int = 10, program: str = "fedhh simulate") -> None:
-    """Say on stderr which deny-list items no user holds while their other Unicode
-    normalization form (NFC or NFD: ``café`` with é, or with e and U+0301) is an item of the
-    dataset: a deny list matches items exactly (docs/datasets.md), so that form is not denied
-    (before, nothing said so: a deny list written NFC let the data's NFD item through).
+    """Say on stderr which deny-list items have another Unicode normalization form (NFC or
+    NFD: ``café`` with é, or with e and U+0301) that is an item of the dataset and not denied,
+    whether or not a user holds the listed form: a deny list matches items exactly
+    (docs/datasets.md), so that form is not denied (before, nothing said so: a deny list
+    written NFC let the data's NFD item through, and said nothing where the data held both).
     Likewise a deny-list item that begins with U+FEFF, as a list joined after another with
     ``cat`` has its mark at the start of a line (the readers keep it, an item's own), while
     the rest of it is an item (before, ``\\ufeffa`` denied nothing and ``a`` was found).
@@ -430,8 +431,11 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
             cased += [(item, entry) for item in same]
         elif entry in twins:
             held[entry] = index
+    # (an item's other normalization form is named whether or not the item is held: where the
+    # data holds both, as devices of two systems write them, the list denied the one and let
+    # the other through unsaid)
     found = [(item, form, other) for other, of in twins.items() if other in held
-             and other not in denied for item, form in of if item not in held]
+             and other not in denied for item, form in of if item not in held or form != BOM]
     paired = {(item, other) for item, _, other in found}
     found += [(item, _CASE, entry) for item, entry in cased
               if item not in held and (item, entry) not in paired]
@@ -461,15 +465,17 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
                   "mark (a file joined after another, with cat, brings its own there)",
                   file=sys.stderr)
             continue
-        print(f"{program}: warning: deny-list item {printable(item)} is no user's item, "
-              f"but its {form} form {printable(other)} is an item of the dataset{share}, and "
-              "is not denied: a deny list matches items exactly (docs/datasets.md); list that "
-              "form too", file=sys.stderr)
+        told = ("denies that form alone: its " if item in held
+                else "is no user's item, but its ")
+        print(f"{program}: warning: deny-list item {printable(item)} {told}{form} form "
+              f"{printable(other)} is an item of the dataset{share}, and is not denied: a deny "
+              "list matches items exactly (docs/datasets.md); list that form too",
+              file=sys.stderr)
     if len(found) > lines:
-        print(f"{program}: warning: {len(found) - lines:,} more deny-list items are no "
-              "user's item while their other normalization form (or the same but for case, "
-              "width, invisible characters or whitespace at either end, or without a leading "
-              "byte-order mark) is",
+        print(f"{program}: warning: {len(found) - lines:,} more deny-list items leave an "
+              "item of the dataset undenied: their other normalization form (or, where no user "
+              "holds them, the same but for case, width, invisible characters or whitespace at "
+              "either end, or without a leading byte-order mark)",
               file=sys.stderr)
 
 

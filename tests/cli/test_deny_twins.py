@@ -1,6 +1,8 @@
-"""fedhh simulate names a deny-list item that no user holds while its other normalization form
-(NFC or NFD), or the same without a leading byte-order mark, is an item of the dataset: a deny
-list matches items exactly, so that form is not denied (before, nothing said so)."""
+"""fedhh simulate names a deny-list item whose other normalization form (NFC or NFD) is an item
+of the dataset, whether or not a user holds the item listed, and one that no user holds while
+the same without a leading byte-order mark is an item: a deny list matches items exactly, so
+that form is not denied (before, nothing said so, and where the data held both forms nothing
+said so either)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,44 @@ def test_a_deny_item_whose_other_form_is_held_is_named(capsys: pytest.CaptureFix
            "item of the dataset, and is not denied" in capsys.readouterr().err
 
 
+def test_a_held_deny_item_whose_other_form_is_held_too_is_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # (devices of two systems write the word in two forms: the list denied the one it names
+    # and let the other through, unsaid, because a user held the one named)
+    warn_deny_twins([NFC, "apple"], (NFC, "apple", NFD), np.array([0.25, 0.5, 0.25]))
+    assert capsys.readouterr().err == (
+        "fedhh simulate: warning: deny-list item caf\u00e9 denies that form alone: its NFD "
+        "form cafe\\u0301 is an item of the dataset, held by 25.0% of the users, and is not "
+        "denied: a deny list matches items exactly (docs/datasets.md); list that form too\n")
+    # (past the lines, the count says what they are whether held or not)
+    items = [f"caf\u00e9{i}" for i in range(12)]
+    warn_deny_twins(items, (*items, *(unicodedata.normalize("NFD", i) for i in items)))
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 11 and err[0].startswith("fedhh simulate: warning: deny-list item "
+                                                "caf\u00e90 denies that form alone")
+    assert err[-1].startswith("fedhh simulate: warning: 2 more deny-list items leave an item "
+                              "of the dataset undenied: their other normalization form")
+
+
+def test_simulate_names_the_other_form_where_the_data_holds_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "users.jsonl"
+    data.write_text(f'["{NFC}"]\n["{NFD}"]\n["tea"]\n["tea"]\n', encoding="utf-8")
+    listed = tmp_path / "deny.txt"
+    listed.write_text(f"{NFC}\n", encoding="utf-8")
+    main(["simulate", "--dataset", str(data), "--deny-list", str(listed), "--eps-agg", "8",
+          "--seed", "1", "--quiet"])
+    assert (f"fedhh simulate: warning: deny-list item {NFC} denies that form alone: its NFD "
+            "form cafe\\u0301 is an item of the dataset, held by 25.0% of the users, and is "
+            "not denied") in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("items, vocabulary", [
-    ([NFC], (NFC, NFD)),      # the item is held: the deny list does what it says
     ([NFC, NFD], (NFD,)),     # both forms denied
+    ([NFC, NFD], (NFC, NFD)),
+    ([NFC], (NFC,)),          # the other form held by no user
     ([NFC], ("apple",)),      # no form held
     (["apple"], ("apple",)),  # no other form
     ([], (NFD,)),
