@@ -182,40 +182,57 @@ FIXED_RUNS = 8
 class FixedRuns:
     """The runs' fixed parts (``RunFixed``), each loaded once in a slow reads' thread for
     every caller that comes while it loads and kept for the latest ``size`` runs read: the
-    dashboard's views and the admin service's GetRun share one. Used on the event loop."""
+    dashboard's views and the admin service's GetRun share one. ``get`` is used on the event
+    loop, ``current`` in the slow reads' threads."""
 
     def __init__(self, size: int = FIXED_RUNS) -> None:
         self.size = size
         self._kept: OrderedDict[str, RunFixed] = OrderedDict()
+        self._lock = threading.Lock()  # (``_kept``: read on the loop, replaced in a thread)
         # run id -> its load under way, which the callers that come meanwhile await
         self._loading: dict[str, asyncio.Future[RunFixed]] = {}
 
     async def get(self, store: Store, run_id: str) -> RunFixed:
         """The run's ``RunFixed``, kept or loaded (NotFoundError, StoreDamaged as
-        ``Store.run``). The caller checks its ``created_at`` against the row it reads
-        (``current``): a run of the id created since is another run."""
-        fixed = self._kept.get(run_id)
+        ``Store.run``). The caller checks it against the row it reads (``current``): a run
+        of the id created since is another run."""
+        with self._lock:
+            fixed = self._kept.get(run_id)
         if fixed is None:
             fixed = await shared(self._loading, run_id, load_fixed, store, run_id)
-            self._kept[run_id] = fixed
-        self._kept.move_to_end(run_id)
-        while len(self._kept) > self.size:
-            self._kept.popitem(last=False)
+        self._keep(run_id, fixed, None)
         return fixed
+
+    def current(self, store: Store, run_id: str, fixed: RunFixed) -> tuple[RunHead, RunFixed]:
+        """The changing part of the run's row and ``fixed``, loaded again and kept in its
+        place if the row is not the one ``fixed`` was built from (another run of its id,
+        created since: its row deleted, a store restored from a backup). Before, the stale
+        one stayed kept, and each call after loaded the new run's row whole again."""
+        row = store.run_head(run_id)
+        if row.created_at != fixed.created_at:
+            stale, fixed = fixed, load_fixed(store, run_id)
+            self._keep(run_id, fixed, stale)
+        return row, fixed
+
+    def _keep(self, run_id: str, fixed: RunFixed, stale: RunFixed | None) -> None:
+        """Keep ``fixed`` where the run has none kept or ``stale`` (not where another caller
+        kept a newer one meanwhile; created_at is wall-clock time, so no order is read in
+        it), as the latest read."""
+        with self._lock:
+            kept = self._kept.get(run_id)
+            if kept is None or kept is stale:
+                self._kept[run_id] = fixed
+            self._kept.move_to_end(run_id)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
 
 
 def load_fixed(store: Store, run_id: str) -> RunFixed:
+    """The run's ``RunFixed``, labelled with its row's created_at read before its row: a run
+    of the id stored again between the two reads leaves it labelled as the old one, which the
+    next ``current`` finds stale (read after, the old run's parts would pass as the new's)."""
     created_at = store.run_head(run_id).created_at
     return RunFixed.of(store.run(run_id), created_at)
-
-
-def current(store: Store, run_id: str, fixed: RunFixed) -> tuple[RunHead, RunFixed]:
-    """The changing part of the run's row and ``fixed``, loaded again if the row is not the
-    one ``fixed`` was built from (another run of its id, created since)."""
-    row = store.run_head(run_id)
-    if row.created_at != fixed.created_at:
-        fixed = load_fixed(store, run_id)
-    return row, fixed
 
 
 def run_codec(config: RunConfig) -> Codec:
@@ -231,50 +248,55 @@ DENY_SHOWN_RUNS = 4
 class ShownDenyLists:
     """Runs' deny lists as shown (``Codec.display_item`` of each code), each displayed once
     for GetResults and the dashboard both, in a slow reads' thread, for the last ``size`` runs
-    shown. A run's codes and codec never change. Displaying takes ~0.2 ms a code with the
-    unicode codebook: GetResults displayed a 300,000-item list at each call (~60 s of CPU),
-    apart from the dashboard's copy of it."""
+    shown, from the run's fixed part (``RunFixed``: its tree's codec and deny codes), and
+    known by its ``created_at``, as it is: a run of the id stored since is another. Displaying
+    takes ~0.2 ms a code with the unicode codebook: GetResults displayed a 300,000-item list
+    at each call (~60 s of CPU), apart from the dashboard's copy of it."""
 
     def __init__(self, size: int = DENY_SHOWN_RUNS) -> None:
         self.size = size
-        self._kept: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        # run id -> the created_at of the run shown, and its list
+        self._kept: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()  # (``_kept``: read on the loop, written in a thread)
-        # run id -> its display under way, which the callers that come meanwhile await
-        self._showing: dict[str, asyncio.Future[tuple[str, ...]]] = {}
+        # (run id, created_at) -> its display under way, which the callers that come
+        # meanwhile await
+        self._showing: dict[tuple[str, float], asyncio.Future[tuple[str, ...]]] = {}
 
-    def kept(self, run_id: str) -> tuple[str, ...] | None:
-        """The run's list if it is kept (now the latest shown)."""
+    def kept(self, run_id: str, created_at: float) -> tuple[str, ...] | None:
+        """The list of the run of ``created_at`` if it is kept (now the latest shown)."""
         with self._lock:
-            shown = self._kept.get(run_id)
-            if shown is not None:
-                self._kept.move_to_end(run_id)
-            return shown
+            kept = self._kept.get(run_id)
+            if kept is None or kept[0] != created_at:
+                return None
+            self._kept.move_to_end(run_id)
+            return kept[1]
 
-    async def show(self, store: Store, run_id: str) -> tuple[str, ...]:
-        """The run's list displayed, its row read from ``store`` (NotFoundError, StoreDamaged
-        as ``Store.run`` and ``RunParts.load``). One display a run, in a slow reads' thread;
-        the callers that come meanwhile wait for it here, on the event loop, holding no
-        thread: before, each waited in a thread of its own, and four GetResults of one run's
-        300,000-item list held every slow reads' thread (``slow_reads.THREADS``) for a minute,
-        the dashboard's pages and the other calls' reads waiting behind them. A caller that
-        goes away leaves the display to the others (shielded)."""
-        kept = self.kept(run_id)
+    async def show(self, run_id: str, fixed: RunFixed) -> tuple[str, ...]:
+        """The list of the run whose fixed part is ``fixed``, displayed. One display a run,
+        in a slow reads' thread; the callers that come meanwhile wait for it here, on the
+        event loop, holding no thread: before, each waited in a thread of its own, and four
+        GetResults of one run's 300,000-item list held every slow reads' thread
+        (``slow_reads.THREADS``) for a minute, the dashboard's pages and the other calls'
+        reads waiting behind them. A caller that goes away leaves the display to the others
+        (shielded)."""
+        kept = self.kept(run_id, fixed.created_at)
         if kept is not None:
             return kept
-        return await shared(self._showing, run_id, self._shown, store, run_id)
+        return await shared(self._showing, (run_id, fixed.created_at), self.shown, run_id,
+                            fixed)
 
-    def _shown(self, store: Store, run_id: str) -> tuple[str, ...]:
-        kept = self.kept(run_id)
+    def shown(self, run_id: str, fixed: RunFixed) -> tuple[str, ...]:
+        """``show``'s list, displayed in the caller's thread where it is not kept. Its codes
+        are the tree's: before, the row was read whole again for them, and a run's first
+        GetResults decoded its deny codes twice (~1.5 s with 1,000,000 items)."""
+        kept = self.kept(run_id, fixed.created_at)
         if kept is not None:
             return kept
-        row = store.run(run_id)
-        # (the codec alone: the run's parts whole, its deny list made the tree's, are
-        # GetResults' own to load; loaded here too, a first GetResults loaded them twice,
-        # ~1 s more with 300,000 items)
-        codec = run_codec(stored_config(row))
-        shown = tuple(codec.display_item(code) for code in row.deny_codes)
+        codec = fixed.tree.codec
+        shown = tuple(codec.display_item(code) for code in cw.to_ints(fixed.tree.deny))
         with self._lock:
-            self._kept[run_id] = shown
+            self._kept[run_id] = (fixed.created_at, shown)
+            self._kept.move_to_end(run_id)
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
         return shown

@@ -50,7 +50,6 @@ from fedhh_coordinator.runs import (
     ShownDenyLists,
     config_alone,
     create_run,
-    current,
     stored_ledger,
 )
 from fedhh_coordinator.slow_reads import off_loop, shared
@@ -334,16 +333,18 @@ class AdminService(pb_grpc.AdminServiceServicer):
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
         with self._said_if_storing(request.run_id):
-            # (displayed once a run, the calls that come meanwhile waiting for it without a
-            # thread: ``ShownDenyLists.show``)
-            deny = await self.deny.show(self.store, request.run_id)
             # (the run's fixed part kept, GetRun's and the dashboard's: before, each call read
             # the row whole and rebuilt the tree, ~3 s with 1,000,000 deny items)
             fixed = await self.fixed.get(self.store, request.run_id)
+        # (displayed once a run, the calls that come meanwhile waiting for it without a
+        # thread: ``ShownDenyLists.show``)
+        deny = await self.deny.show(request.run_id, fixed)
         return await off_loop(self._results, request.run_id, deny, fixed)
 
-    def _results(self, run_id: str, deny: tuple[str, ...], fixed: RunFixed) -> pb.Results:
-        row, fixed = current(self.store, run_id, fixed)
+    def _results(self, run_id: str, deny: tuple[str, ...], kept: RunFixed) -> pb.Results:
+        row, fixed = self.fixed.current(self.store, run_id, kept)
+        if fixed is not kept:  # (another run of the id, stored since)
+            deny = self.deny.shown(run_id, fixed)
         parts = fixed.parts(row)
         codec = parts.tree.codec
 
@@ -435,7 +436,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         return wire
 
     def _answered(self, run_id: str, fixed: RunFixed, progress: pb.Progress | None) -> pb.Run:
-        row, fixed = current(self.store, run_id, fixed)
+        row, fixed = self.fixed.current(self.store, run_id, fixed)
         return _message(row, self._wire(run_id, fixed), self._rounds(run_id), progress)
 
     def _listed(self, run_id: str, state: str, progress: pb.Progress | None) -> pb.Run:

@@ -81,12 +81,14 @@ def test_a_deny_list_is_displayed_once_off_the_event_loop(
 
     try:
         first, second = asyncio.run(pages())
+        created_at = store.run_created_at("d")
     finally:
         views.reader.close()
         store.close()
     assert sorted(first) == sorted(ITEMS) and second == first
     assert calls == [False] * len(ITEMS)  # each code once, in a thread
-    assert views.deny.kept("d") == first and views.deny.kept("unknown") is None
+    assert views.deny.kept("d", created_at) == first
+    assert views.deny.kept("unknown", created_at) is None
 
 
 def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
@@ -117,10 +119,11 @@ def test_a_live_run_page_keeps_its_deny_list_while_other_runs_are_viewed(
 
     try:
         asyncio.run(live())
+        created_at = store.run_created_at(runs[0])
     finally:
         views.reader.close()
         store.close()
-    assert views.deny.kept(runs[0]) is None  # (pushed out, as the test means)
+    assert views.deny.kept(runs[0], created_at) is None  # (pushed out, as the test means)
     assert on_loop == [False] * len(ITEMS) * len(runs)  # each run's codes once, in a thread
     assert all(f">{item}<" in rendered[0] for item in ITEMS)
 

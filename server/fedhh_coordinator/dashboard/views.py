@@ -10,7 +10,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import NotFoundError, StoreDamaged
 from fedhh.server.causes import (
@@ -49,7 +48,6 @@ from fedhh_coordinator.runs import (
     RunFixed,
     RunParts,
     ShownDenyLists,
-    current,
     stored_config,
     stored_ledger,
 )
@@ -123,8 +121,9 @@ class RunDetail:
 
 class RunRead(NamedTuple):
     """A run as ``Views.run`` reads it from the store (``Views._read``): the changing part
-    of its row, its parts, its rounds."""
+    of its row, its fixed part (``RunFixed``), its parts, its rounds."""
     row: RunHead
+    fixed: RunFixed
     parts: RunParts
     rounds: list[RoundRow]
 
@@ -325,7 +324,7 @@ class Views:
         ``run`` (only the last ``deny.size`` runs shown stay in ``deny``, which GetResults
         shares). A run not found or damaged (None) is left to ``run`` to say."""
         try:
-            return await self.deny.show(self.store, run_id)
+            return await self.deny.show(run_id, await self.fixed.get(self.store, run_id))
         except (NotFoundError, StoreDamaged):
             return None
 
@@ -338,9 +337,9 @@ class Views:
 
     def _read(self, run_id: str, fixed: RunFixed) -> RunRead:
         """The run with ``fixed`` (``FixedRuns.get``) and the changing part of its row
-        (``current``)."""
-        row, fixed = current(self.store, run_id, fixed)
-        return RunRead(row, fixed.parts(row), self.store.rounds(run_id))
+        (``FixedRuns.current``: ``fixed`` loaded again where the row is another run's)."""
+        row, fixed = self.fixed.current(self.store, run_id, fixed)
+        return RunRead(row, fixed, fixed.parts(row), self.store.rounds(run_id))
 
     async def run(self, run_id: str, deny: tuple[str, ...] | None = None) -> RunDetail:
         """One run (NotFoundError if there is none of that id, StoreDamaged if its row is),
@@ -353,8 +352,8 @@ class Views:
         GetResults waited behind them. Its budget words the
         planner's where ``ask_planner`` has answered, else the test alone (``ran_out_cause``);
         its deny list ``deny`` where given (``show_deny``'s), else as ``show_deny`` keeps it,
-        else displayed there. What the runner is doing is read here, on the loop that changes
-        it, as are the attempts it may be in."""
+        else displayed there and kept (``ShownDenyLists.shown``). What the runner is doing is
+        read here, on the loop that changes it, as are the attempts it may be in."""
         now = time.time()
         fixed = await self.fixed.get(self.store, run_id)
         detail, rounds, settled = await off_loop(self._built, run_id, fixed, deny,
@@ -370,17 +369,17 @@ class Views:
         "", no attempts), its rounds and their attempts drawn where finished (``_settled``).
         It reads only its arguments, the store, the reader and the thread-safe caches: it runs
         in a thread."""
-        row, parts, rounds = self._read(run_id, fixed)
+        row, read, parts, rounds = self._read(run_id, fixed)
         ran_out, budget = planned or _budget_words(parts.config, parts.ledger.eps_local, False)
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
-        deny = deny if deny is not None else self.deny.kept(run_id)
+        if deny is None or read is not fixed:  # (``fixed`` another run's of the id)
+            deny = self.deny.shown(run_id, read)
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
         detail = RunDetail(
             line=self._line(row, now, RunTimes(row.created_at, row.updated_at), rounds, ""),
             config=parts.config, eps_local=row.eps_local, attempts=(),
             spend=self.spend(row), hits=hits, cut=cut,
-            deny=deny if deny is not None else tuple(
-                parts.tree.codec.display_item(c) for c in cw.to_ints(parts.tree.deny)),
+            deny=deny,
             trim_note=_trim_note(rounds, parts.config),
             completion_note=_completion_note(rounds, parts, hits, cut, ran_out, budget))
         return detail, rounds, _settled(parts.config.min_devices, now, rounds)

@@ -51,7 +51,7 @@ def test_get_results_reads_the_deny_codes_once_and_answers_the_row_as_it_is(
         answers = asyncio.run(polled())
     finally:
         store.close()
-    assert len([sql for sql in reads if "deny_codes" in sql]) == 2  # (the tree's, the display's)
+    assert len([sql for sql in reads if "deny_codes" in sql]) == 1  # (the tree's, shown from it)
     for got, whole in answers:
         assert got == whole
     assert len({got for got, _ in answers}) == 3  # (each change it answers: rounds, state)
