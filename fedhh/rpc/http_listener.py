@@ -98,7 +98,12 @@ def _runner(app: Any, name: str, shutdown_timeout_s: float) -> tuple[Any, dict[s
     - ``lingering_time`` 0: a body left unread (a refused request) is never read afterwards;
       the connection is closed instead (aiohttp would read, and inflate, up to 10 s of it,
       holding one of the listener's few connections). No handler here leaves a body unread
-      that it needs: each reads what it takes before it answers.
+      that it needs: each reads what it takes before it answers;
+    - ``auto_decompress`` off: a body is read as sent, never inflated. No port here takes a
+      compressed body (a Connect port refuses any Content-Encoding but identity, 501
+      unimplemented; browsers send forms plain), and aiohttp's parser, which inflated before
+      any handler looked, refused an encoding it had no library for (br, zstd) itself: a
+      Connect caller got 400 invalid_argument telling it to install the server's Brotli.
 
     Returns the runner and those settings: ``_Protocols`` makes each connection's protocol with
     them."""
@@ -108,7 +113,7 @@ def _runner(app: Any, name: str, shutdown_timeout_s: float) -> tuple[Any, dict[s
 
     settings: dict[str, Any] = {"access_log": None, "keepalive_timeout": HEAD_TIMEOUT_S,
                                 "lingering_time": 0, "logger": RequestLog(name),
-                                **HEAD_LIMITS}
+                                "auto_decompress": False, **HEAD_LIMITS}
     runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout_s,
                            handler_cancellation=True, **settings)
     return runner, settings
