@@ -21,7 +21,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.codec.shown import columns, fitted_rows, ljust, printable_rows
+from fedhh.codec.shown import columns, fitted_rows, ljust, message_text, printable_rows
 from fedhh.errors import ConfigError, DatasetError
 from fedhh.input_files import missing_reason
 
@@ -231,9 +231,11 @@ def _inspect(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    print(f"{summary['name']}: {report['path']}")
+    # (a dataset folder's meta.json names it, a file's stem when imported: a stranger's words,
+    # shown as a message's are, an escape sequence in them as \x1b, not sent to the terminal)
+    print(f"{message_text(summary['name'])}: {message_text(str(report['path']))}")
     if dataset.provenance:
-        print(f"  provenance: {dataset.provenance}")
+        print(f"  provenance: {message_text(dataset.provenance)}")
     _print_summary(summary)
     # (grouped as the counts above them are: a user's weighted list of page views holds
     # millions; before, "1000001 / 4294967295" under "tokens: 4,295,967,296")
@@ -241,8 +243,11 @@ def _inspect(args: argparse.Namespace) -> int:
           + " / ".join(f"{v:,}" for v in report["words_per_user_quantiles"].values()))
     print("  distinct words per user (10/50/90/99%): "
           + " / ".join(f"{v:,}" for v in report["distinct_words_per_user_quantiles"].values()))
-    if "tail_token_share" in dataset.stats:
-        print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
+    share = dataset.stats.get("tail_token_share")
+    # (the synthetic generator's figure; a folder's meta.json may hold anything there: before,
+    # a string or null in it was a traceback)
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        print(f"  share of tokens from the rare tail: {share:.4f}")
     # (the column fits the longest, a long URL too, up to 160 columns; a longer item, a blob of
     # 5,000 characters, is cut to them, a cut item's … at its end: before, it pushed its own
     # row's figures thousands of columns on, and widened every other row to the 160)

@@ -56,6 +56,7 @@ from fedhh.codec.shown import (
     columns,
     fitted_rows,
     isolated,
+    message_text,
     printable,
     printable_rows,
     rjust,
@@ -567,8 +568,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     hint = _truncation_hint(payload, blocker)
     ds = payload["dataset"]
     users, items = ds["users"], ds["vocabulary"]
-    print(f"dataset {ds['name']}: {users:,} user{'' if users == 1 else 's'}, {items:,} distinct "
-          f"item{'' if items == 1 else 's'}")
+    # (a dataset folder's meta.json names it: a stranger's words, escaped as a message's are)
+    print(f"dataset {message_text(ds['name'])}: {users:,} user{'' if users == 1 else 's'}, "
+          f"{items:,} distinct item{'' if items == 1 else 's'}")
     print(privacy_line(payload["privacy"]))
     print()
     two_runs = any(r["extra"].get("run", 1) > 1 for r in payload["rounds"])

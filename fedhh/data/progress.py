@@ -41,7 +41,11 @@ class Meter:
 
     def __init__(self, progress: bool, desc: str, total: int | None = None, unit: str = "it",
                  unit_scale: bool = False) -> None:
-        self.desc = desc
+        # (a label names a dataset, whose name a stranger's meta.json or file name gives: its
+        # escape sequences shown as \x1b, not acted on by the terminal the bar is drawn on)
+        from fedhh.codec.shown import message_text
+
+        self.desc = message_text(desc)
         self.total = total
         self.n = 0
         self._unit = unit

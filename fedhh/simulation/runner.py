@@ -24,6 +24,7 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
+from fedhh.codec.shown import message_text
 from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.data.dataset import FederatedDataset, atomic_file, read_cache
 from fedhh.data.progress import Meter
@@ -501,7 +502,7 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
 
 def check_discoverable(dataset: FederatedDataset, label: str | None = None) -> None:
     """DatasetError unless some user of ``dataset`` (named ``label``) holds an item."""
-    what = label or f"dataset {dataset.name}"
+    what = label or f"dataset {message_text(dataset.name)}"
     if dataset.num_users == 0:
         raise DatasetError(f"{what} has no users (one line per user in a text file; is it "
                            "empty?): nothing to discover")
