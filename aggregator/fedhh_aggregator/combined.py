@@ -38,6 +38,7 @@ import numpy as np
 from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
+from fedhh.rpc.control_client import patiently
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh_aggregator.rounds import RoundState, check_tombstone_ttl, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
@@ -94,14 +95,24 @@ class Shard:
         return self.config.round_id
 
 
-async def drop_held(pool: WorkerPool, shards: list[Shard], *, delivered: bool) -> None:
+# The first and the longest pause between two tries of a word to a worker that holds a
+# shard sum (``drop_held``).
+DROP_RETRY_S = 0.2
+DROP_RETRY_MAX_S = 5.0
+
+
+async def drop_held(pool: WorkerPool, shards: list[Shard], *, delivered: bool,
+                    patience_s: float) -> None:
     """Tell each shard's worker to drop the sum it holds for the total, as ``delivered`` or
-    not; a worker that does not answer keeps it until its --result-ttl."""
+    not, tried again while the worker cannot be reached (restarting, busy: ``patiently``)
+    for up to ``patience_s``; a worker that refuses it or stays away keeps the sum until its
+    --result-ttl. Before, one try: a worker restarting as it was told held the sum to its
+    --result-ttl (600 s by default), memory the round no longer needed."""
     async def one(shard: Shard) -> None:
         control = pool[shard.worker].control
-        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-            await (control.cancel(shard.round_id, delivered=True) if delivered
-                   else control.cancel(shard.round_id))
+        await patiently(lambda: (control.cancel(shard.round_id, delivered=True) if delivered
+                                 else control.cancel(shard.round_id)),
+                        patience_s, Backoff(DROP_RETRY_S, DROP_RETRY_MAX_S))
 
     await asyncio.gather(*(one(s) for s in shards))
 
@@ -158,6 +169,7 @@ class CombinedRound:
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
+        self._dropping: set[asyncio.Task[None]] = set()  # (``_drop_held``)
         # Set for a round taken over after its release (a restart): its contributors then.
         # Its shards finished before, so their deadlines may be long past (``_collect``).
         self.released_with: int | None = None
@@ -325,7 +337,7 @@ class CombinedRound:
                         "shard": round_label(shard.round_id), "fault": fault})
                     self._shard_finished(shard, RoundState.ABORTED,
                                          f"the worker's sum is malformed: {fault}", True)
-                    await self._drop_held([shard], delivered=False)
+                    self._drop_held([shard], delivered=False)
                     return
                 if self.total is None:
                     self.total = np.zeros(self.dimension, dtype=np.int64)
@@ -350,10 +362,17 @@ class CombinedRound:
                 return
         holding = (lambda s: s.state != RoundState.ABORTED) if self._cut_short else (
             lambda s: s.state == RoundState.RELEASED)
-        await self._drop_held([s for s in self.shards if holding(s)], delivered=delivered)
+        await drop_held(self.pool, [s for s in self.shards if holding(s)],
+                        delivered=delivered, patience_s=self.limits.result_ttl_s)
 
-    async def _drop_held(self, shards: list[Shard], *, delivered: bool) -> None:
-        await drop_held(self.pool, shards, delivered=delivered)
+    def _drop_held(self, shards: list[Shard], *, delivered: bool) -> None:
+        """``drop_held`` in a task of its own, kept till it ends: the round settles (an abort,
+        a refused shard) without waiting for workers that are away."""
+        task = asyncio.create_task(drop_held(self.pool, shards, delivered=delivered,
+                                             patience_s=self.limits.result_ttl_s),
+                                   name=f"drop shard sums of {round_label(self.round_id)}")
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
 
     async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
@@ -443,8 +462,8 @@ class CombinedRound:
                 await self.pool[shard.worker].control.cancel(shard.round_id)
             await self._settle_from_outcome(shard, why)
 
+        self._drop_held(released, delivered=False)
         settled = await asyncio.gather(*(cancel_one(s) for s in running),
-                                       self._drop_held(released, delivered=False),
                                        return_exceptions=True)
         for error in settled:
             if isinstance(error, Exception):  # (a bug: the round aborts all the same)

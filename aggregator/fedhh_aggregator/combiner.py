@@ -331,10 +331,11 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         one given up on before the release, whose sum never was."""
         listed = [s for s in shards if s.worker < len(self.pool)]
         told = () if delivered is None else delivered
+        patience_s = self.limits.result_ttl_s
         self._in_background(round_id, drop_held(self.pool, [
-            s for s in listed if s.index in told], delivered=True))
+            s for s in listed if s.index in told], delivered=True, patience_s=patience_s))
         self._in_background(round_id, drop_held(self.pool, [
-            s for s in listed if s.index not in told], delivered=False))
+            s for s in listed if s.index not in told], delivered=False, patience_s=patience_s))
 
     def _in_background(self, round_id: bytes, telling: Coroutine[Any, Any, None]) -> None:
         """Run ``telling`` (the round's word to its workers) in a task kept till it ends."""

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
+from fedhh.backoff import Backoff
 from fedhh.errors import (
     AuthenticationError,
     ConfigError,
@@ -40,6 +41,7 @@ from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = [
     "CALL_TIMEOUT_S",
+    "PASSING",
     "AggregatorBusy",
     "AggregatorError",
     "ControlClient",
@@ -51,6 +53,7 @@ __all__ = [
     "open_channel",
     "outcome_from_pb",
     "outcome_state",
+    "patiently",
     "read_result_stream",
     "stage_counts",
 ]
@@ -107,6 +110,39 @@ _DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
 def domain_error(error: grpc.aio.AioRpcError) -> Exception:
     kind = _DOMAIN_ERRORS.get(error.code())
     return kind(f"aggregator: {error.details()}") if kind is not None else error
+
+
+# Failures that a later try may not meet (the service restarting, busy, slow): a word to a
+# service that holds a sum (delivered, drop) is tried again after these alone. Any other
+# answer (UNIMPLEMENTED, INTERNAL, a refusal) is the same at every try.
+PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                     grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED,
+                     grpc.StatusCode.ABORTED})
+
+
+async def patiently(call: Callable[[], Awaitable[Any]], patience_s: float,
+                    backoff: Backoff) -> Exception | None:
+    """``call()`` (a CancelRound: a held sum said delivered, or dropped), tried again after
+    ``backoff``'s pause while it fails as ``PASSING`` says (or busy), until it answers or
+    ``patience_s`` passed. None once the service has it (NOT_FOUND too: it holds nothing of
+    the round any more), else the error that ended the tries: one no try changes, or the
+    last passing one. The coordinator's word to its aggregation service and a combiner's to
+    its workers, both of which hold a sum until told or until their --result-ttl."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + patience_s
+    while True:
+        try:
+            await call()
+            return None
+        except NotFoundError:
+            return None
+        except (grpc.aio.AioRpcError, AggregatorBusy) as error:
+            if (isinstance(error, grpc.aio.AioRpcError) and error.code() not in PASSING) \
+                    or loop.time() >= give_up:
+                return error
+        except FedhhError as error:
+            return error
+        await backoff.sleep()
 
 
 def stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:

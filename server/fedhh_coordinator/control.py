@@ -16,10 +16,10 @@ import grpc
 import numpy as np
 
 from fedhh.backoff import Backoff
-from fedhh.errors import FedhhError, NotFoundError, RoundAborted
+from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open_channel
 from fedhh.rpc.combiner_client import CombinerControl
-from fedhh.rpc.control_client import AggregatorBusy, AggregatorError, RoundOutcome
+from fedhh.rpc.control_client import AggregatorBusy, AggregatorError, RoundOutcome, patiently
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
@@ -119,32 +119,22 @@ class _ServiceControl(ABC):
         """CancelRound, as ``delivered`` or not, tried again with backoff while the service
         cannot be reached (restarting, busy), until it answers, says it no longer knows the
         round, or ``DELIVERY_PATIENCE_S`` passed (the service has dropped the sum by then)."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + DELIVERY_PATIENCE_S
-        backoff = Backoff(DELIVERY_RETRY_S, DELIVERY_RETRY_MAX_S)
         extra = {"round_id": round_id.decode(errors="replace")}
         what = "that a sum was stored" if delivered else "to drop a sum not read"
-        while True:
-            try:
-                await self.client.cancel(round_id, delivered=delivered)
-                return
-            except NotFoundError:
-                return  # (dropped already: its --result-ttl passed)
-            except (grpc.aio.AioRpcError, AggregatorBusy) as error:
-                code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-                if (code is not None and code not in PASSING) or loop.time() >= give_up:
-                    log.warning(f"the {self.kind} was not told {what}; it holds the sum until "
-                                "its --result-ttl", extra={
-                                    **extra, "error": code.name if code else str(error)})
-                    return
-            except FedhhError as error:  # (an answer no retry changes)
-                log.warning(f"the {self.kind} refused to be told {what}",
-                            extra={**extra, "error": str(error)})
-                return
-            except Exception:  # (a bug: said here, not as a task's unretrieved error)
-                log.exception(f"telling the {self.kind} {what} failed", extra=extra)
-                return
-            await backoff.sleep()
+        try:
+            error = await patiently(
+                lambda: self.client.cancel(round_id, delivered=delivered), DELIVERY_PATIENCE_S,
+                Backoff(DELIVERY_RETRY_S, DELIVERY_RETRY_MAX_S))
+        except Exception:  # (a bug: said here, not as a task's unretrieved error)
+            log.exception(f"telling the {self.kind} {what} failed", extra=extra)
+            return
+        if isinstance(error, (grpc.aio.AioRpcError, AggregatorBusy)):
+            log.warning(f"the {self.kind} was not told {what}; it holds the sum until its "
+                        "--result-ttl", extra={**extra, "error": error.code().name if isinstance(
+                            error, grpc.aio.AioRpcError) else str(error)})
+        elif error is not None:  # (an answer no retry changes)
+            log.warning(f"the {self.kind} refused to be told {what}",
+                        extra={**extra, "error": str(error)})
 
     async def close(self) -> None:
         """Stop telling the service of stored or refused sums (it drops them at its
@@ -216,12 +206,6 @@ class _CombinerControl(_ServiceControl):
 
 # Answers that no wait changes: a run does not wait for the service to answer otherwise.
 REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-# Failures that a later try may not meet (the service restarting, busy, slow): ``delivered``
-# is tried again after these alone. Any other answer (UNIMPLEMENTED, INTERNAL, a refusal) is
-# the same at every try; before, all but the refusals were tried for DELIVERY_PATIENCE_S.
-PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                     grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED,
-                     grpc.StatusCode.ABORTED})
 
 
 class GrpcAggregator:
