@@ -115,7 +115,9 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     """One line's user (module docstring)."""
     where = f"{source}: line {number}"
     try:
-        value = loads(line, object_pairs_hook=_Pairs)
+        # (the line's own end is no part of its value: before, a line cut inside a string, as
+        # a copy cut short leaves it, was "a raw control character (\x0a) inside a string")
+        value = loads(line.rstrip("\r\n"), object_pairs_hook=_Pairs)
     except ValueError as error:  # (json.JSONDecodeError too)
         if (isinstance(error, json.JSONDecodeError) and error.msg.startswith("Invalid control")
                 and error.pos < len(line)):
@@ -127,6 +129,8 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
         if isinstance(error, json.JSONDecodeError) and error.pos >= len(line.rstrip()):
             # (before, "(column 1)": the line's own "\n" is where JSON found it wanting)
             column = " (the line ends before its JSON value does)"
+        elif isinstance(error, json.JSONDecodeError) and error.msg.startswith("Unterminated"):
+            column = f" (column {error.colno}; the line ends inside it)"
         raise DatasetError(f"{where}: not JSON: {detail}{column}; each line is one user: a "
                            "JSON array of items or an object of item counts"
                            + (_ONE_VALUE if number == 1 and line.lstrip()[:1] in ("[", "{")

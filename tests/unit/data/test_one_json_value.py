@@ -40,12 +40,16 @@ def test_every_user_in_one_value_as_jsonl(tmp_path: Path, text: str) -> None:
     ('["a", "b",   ', "(the line ends before its JSON value does)"),
     ("new york", "(column 1)"),
     ('["a" "b"]', "(column 6)"),
+    # (cut inside a string: before, "a raw control character (\x0a) inside a string", the
+    # line's own end taken for a character in it)
+    ('["a", "bc', "Unterminated string starting at (column 7; the line ends inside it)"),
 ])
-def test_a_line_cut_short_says_so(tmp_path: Path, line: str, said: str) -> None:
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_a_line_cut_short_says_so(tmp_path: Path, line: str, said: str, end: str) -> None:
     source = tmp_path / "users.jsonl"
-    message = import_refused(import_jsonl, source, f'["x"]\n{line}\n')
+    message = import_refused(import_jsonl, source, f'["x"]{end}{line}{end}')
     assert message.startswith(f"{source}: line 2: not JSON: "), message
-    assert said in message, message
+    assert said in message and "control character" not in message, message
 
 
 @pytest.mark.parametrize(("value", "shape"), [
