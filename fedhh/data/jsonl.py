@@ -102,13 +102,24 @@ def _write(value: object, parts: list[str], limit: int) -> None:
         for nth, element in enumerate(value):
             parts.append(", " if nth else "")
             if pairs:
-                parts.append(json.dumps(element[0], ensure_ascii=False) + ": ")
+                parts.append(_json_string(element[0]) + ": ")
             _write(element[1] if pairs else element, parts, limit)
             if sum(map(len, parts)) > limit:
                 return
         parts.append("}" if pairs else "]")
+    elif isinstance(value, str):
+        parts.append(_json_string(value))
     else:
         parts.append(json.dumps(value, ensure_ascii=False))
+
+
+def _json_string(text: str) -> str:
+    """``text`` as a JSON string for a message: its characters as they are but for those a
+    terminal would act on or that hide (``str.isprintable``'s), written as JSON escapes them
+    (``"\\u202eevil"``; before, a string inside an array or object was written raw, and its
+    U+202E reversed the rest of the error's line, as a top-level string's ``repr`` never did)."""
+    return "".join(char if char.isprintable() else json.dumps(char)[1:-1]
+                   for char in json.dumps(text, ensure_ascii=False))
 
 
 def _parse(source: Path, number: int, line: str) -> Counter[str]:
