@@ -135,6 +135,14 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
             raise DatasetError(f"{where}: not JSON: {raw_control(line[error.pos])} inside a "
                                f"string (column {error.colno}); JSON holds a control character "
                                "only escaped, as json.dumps writes it (\\t, \\u0000)") from None
+        if (isinstance(error, json.JSONDecodeError) and error.msg == "Extra data"
+                and "\r" in line[:error.pos]):
+            # (a \r that ends no line, as a file edited on two systems holds among its \n ones:
+            # JSON reads it as a space, so the two users it ends read as one line's two values;
+            # before, "not JSON: Extra data (column 7)" and advice on files of one JSON array)
+            raise DatasetError(f"{where} holds a \\r that ends no line (\\r\\n does); a JSON-lines "
+                               "dataset has one user per line, each ending with \\n or \\r\\n, so "
+                               "this line's users would be read as one") from None
         detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
         if isinstance(error, json.JSONDecodeError) and error.pos >= len(line.rstrip()):
