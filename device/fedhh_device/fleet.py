@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -332,9 +333,11 @@ class Fleet:
         # this process's devices of one cohort verify that signature once among them.
         self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
         # The (run, codec, bits) whose items past the codes were logged (``_tell_past_codes``),
-        # and the countings under way.
+        # and the countings (and look-ups, ``_tell_unresolved``) under way.
         self._told: set[tuple[str, str, int]] = set()
         self._counting: set[asyncio.Task[None]] = set()
+        # The aggregator addresses tasks named whose names were looked up (``_tell_unresolved``).
+        self._looked_up: set[str] = set()
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         # Retry timing only (never a report's randomness): from the OS's CSPRNG, or seeded
@@ -587,6 +590,36 @@ class Fleet:
                 "devices_holding": sum(not long.isdisjoint(data.words) for _, data in self.users),
                 "devices": len(self.users)})
 
+    def _tell_unresolved(self, task: pb.Task) -> None:
+        """Log once an address, at the first task naming it, an aggregator address of the task
+        whose name does not resolve here. The coordinator names the address its operator
+        configured for devices, and a name only the services' network knows (compose's default
+        ``aggregator``) failed every device outside it with gRPC's "errors resolving
+        aggregator:7100" a round, and the framed port's warning blamed a firewall; neither said
+        which setting names it. Looked up off the devices' path, which no device awaits."""
+        for address in (task.aggregator_address, task.aggregator_session_address):
+            if address and address not in self._looked_up:
+                self._looked_up.add(address)
+                lookup = asyncio.create_task(self._look_up(address),
+                                             name=f"looking up {address}")
+                self._counting.add(lookup)
+                lookup.add_done_callback(self._counting.discard)
+
+    async def _look_up(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        try:
+            await asyncio.get_running_loop().getaddrinfo(host.strip("[]"), port,
+                                                         type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            log.warning(
+                "the aggregator address %s that the coordinator names in its tasks does not "
+                "resolve here (%s): every round of these devices fails until it does. The "
+                "coordinator's --aggregator-public-address and --aggregator-session-address "
+                "(compose: FEDHH_AGGREGATOR_PUBLIC_HOST in deploy/.env), or a combiner's "
+                "--worker CONTROL=PUBLIC, name it: a name these devices resolve, held by the "
+                "server certificate (fedhh certs --hosts)", address, error.strerror,
+                extra={"address": address})
+
     async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task,
                        round_keys: RoundKeys) -> None:
         self.stats.tasks += 1
@@ -601,6 +634,7 @@ class Fleet:
             await self._decline(user, identity, task, round_keys)
             return
         self._tell_past_codes(task)
+        self._tell_unresolved(task)
 
         async def report() -> np.ndarray:
             # Made (and its spend recorded) once the round's config has passed the device's

@@ -34,6 +34,7 @@ import asyncio
 import collections
 import functools
 import logging
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -71,6 +72,7 @@ __all__ = ["FramedCall", "FramedChannel", "FramedStub"]
 CONNECT_TIMEOUT_S = 20.0
 FALLBACK_S = 60.0
 SILENT_LOSS_S = 10.0
+FIREWALL = "a firewall that lets only the gRPC port through does this"
 _EMPTY = grpc.aio.Metadata()
 Metadata = tuple[tuple[str, str], ...]
 log = logging.getLogger(__name__)
@@ -104,14 +106,13 @@ class FramedChannel:
         docstring)."""
         return time.monotonic() < self._unreachable_until
 
-    def mark_unreachable(self, why: str) -> None:
+    def mark_unreachable(self, why: str, cause: str = FIREWALL) -> None:
         self._unreachable_until = time.monotonic() + FALLBACK_S
         if self.falls_back and not self._warned:
             self._warned = True
             log.warning("the framed port %s cannot be reached (%s): its calls go over gRPC, to "
                         "the service's gRPC port, until the port answers (tried again every "
-                        "%g s); a firewall that lets only the gRPC port through does this",
-                        self.address, why, FALLBACK_S)
+                        "%g s); %s", self.address, why, FALLBACK_S, cause)
 
     def heard(self) -> None:
         """The port sent a frame: a later unreachable port is told again."""
@@ -168,8 +169,12 @@ class FramedChannel:
                     _Connection, self._host, self._port, ssl=self._context,
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
-            self.mark_unreachable(f"no connection in {CONNECT_TIMEOUT_S:g} s"
-                                  if isinstance(error, TimeoutError) else str(error))
+            if isinstance(error, socket.gaierror):
+                # (no firewall's doing: the gRPC port's name is the same, and fails alike)
+                self.mark_unreachable(str(error), f"the name {self._host} does not resolve here")
+            else:
+                self.mark_unreachable(f"no connection in {CONNECT_TIMEOUT_S:g} s"
+                                      if isinstance(error, TimeoutError) else str(error))
             raise ConnectionError(f"cannot reach the framed port {self.address}: "
                                   f"{error}") from None
         # (a long-poll on a connection that went dead without a reset fails and is made again,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from typing import Any
 
 import pytest
@@ -107,3 +108,31 @@ def test_a_port_heard_from_again_is_told_again_when_it_is_lost(
             f"the framed port {address} cannot be reached ("), warnings
 
     asyncio.run(asyncio.wait_for(main(), 40))
+
+
+def test_a_name_that_does_not_resolve_is_told_so_not_a_firewall(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A port named by a name only another network knows (compose's `aggregator`, given to a
+    device outside it): the warning says the name does not resolve. Before, it blamed a
+    firewall that lets only the gRPC port through, whose name fails alike."""
+    caplog.set_level(logging.INFO, LOGGER)
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "aggregator":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+    async def main() -> None:
+        channel = FramedChannel("aggregator:7101", ssl.create_default_context())
+        stub = FramedStub(channel, DEVICES, ("GetTask",), Fallback())
+        assert (await stub.GetTask(_get_task(5), timeout=BOUND_S)).retry_after_ms == 5
+        await stub.close()
+
+    asyncio.run(asyncio.wait_for(main(), 40))
+    [warning] = _said(caplog, logging.WARNING)
+    assert warning.startswith("the framed port aggregator:7101 cannot be reached ("), warning
+    assert warning.endswith("the name aggregator does not resolve here"), warning
+    assert "firewall" not in warning
