@@ -119,6 +119,23 @@ def test_bytes_that_are_not_utf8_are_refused_without_an_error_logged(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+@pytest.mark.parametrize(("content_type", "body"), [
+    (b"application/x-www-form-urlencoded; charset=x-none", b"token=t&next=/"),
+    (b"multipart/form-data", b"--x\r\n"),
+    (b"multipart/form-data; boundary=x", b"no boundary here"),
+    (b"multipart/form-data; boundary=x", b'--x\r\nContent-Type: text/plain; charset=x-none\r\n'
+     b'Content-Disposition: form-data; name="token"\r\n\r\nt\r\n--x--\r\n'),
+])
+def test_a_sign_in_form_that_does_not_parse_is_refused_without_an_error_logged(
+        served: Served, caplog: pytest.LogCaptureFixture, content_type: bytes,
+        body: bytes) -> None:
+    """A charset Python has no codec for, a multipart body without its boundary: 400. Before:
+    500 and a traceback logged at ERROR for each such request, by anyone who reaches the
+    sign-in page (found fuzzing the coordinator's ports)."""
+    assert raw_request(served, "POST", "/login", body, {"Content-Type": content_type}) == 400
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 def test_a_body_left_unread_ends_its_connection_at_once(served: Served) -> None:
     """A request answered without its body read (a POST to a page) closes its connection
     with the answer, as the Connect port's do (``http_listener._runner``). Before, the

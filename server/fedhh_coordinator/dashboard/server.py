@@ -279,8 +279,11 @@ class Dashboard:
             form = await asyncio.wait_for(request.post(), HEAD_TIMEOUT_S)
         except TimeoutError:
             raise web.HTTPRequestTimeout(text="the sign-in form came too slowly") from None
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, LookupError):  # (a charset it names that Python lacks)
             raise web.HTTPBadRequest(text="the sign-in form is not UTF-8") from None
+        except ValueError:  # (aiohttp's words for a multipart body without its boundary)
+            raise web.HTTPBadRequest(text="the sign-in form does not parse: send it as the "
+                                          "sign-in page does (URL-encoded)") from None
         token, next_path = form.get("token"), safe_next(form.get("next"))
         if not isinstance(token, str) or len(token) > 4096:
             return html_response(pages.login("Enter the admin token.", next_path), 400)
