@@ -406,10 +406,21 @@ class NetworkLink:
         service = plan.service(self.aggregator)
         round_id = plan.round_id
         charged = False
+        charged_at: int | None = None  # (the count charged before the sum's first read)
 
         async def on_release(release: Any) -> None:
-            nonlocal charged
+            nonlocal charged, charged_at
             judgement = plan.judge(release)
+            if charged_at is not None:
+                # The held sum read again after its first read broke off (``_await_sum``):
+                # charged once, so read only where it is the release charged.
+                if judgement.refusal is None and judgement.charge == charged_at:
+                    return
+                await service.drop(round_id)  # (unread)
+                raise RoundAborted(
+                    f"the {plan.released} read again after its first read broke off "
+                    f"({judgement.refusal or f'{judgement.charge} contributors'}) is not the "
+                    f"one charged at {charged_at}: refused unread", reached_unmask=True)
             if judgement.refusal is not None:
                 await service.drop(round_id)  # (unread)
                 charged = True
@@ -431,7 +442,7 @@ class NetworkLink:
             except BaseException:
                 await service.drop(round_id)  # (unread)
                 raise
-            charged = True
+            charged, charged_at = True, judgement.charge
 
         return await self._await_sum(plan, service, on_release, lambda: charged)
 
@@ -471,10 +482,19 @@ class NetworkLink:
                     raise _aborted("the round did not finish before its deadline",
                                    outcome) from None
                 except AggregatorUnavailable as error:
-                    if charged():
-                        raise RoundAborted(f"lost the {plan.kind} while reading the sum "
-                                           f"({error})", reached_unmask=True) from None
                     outcome = await self._patient_outcome(plan)
+                    if charged():
+                        # Read again while the service holds it (GetResult's hold), under the
+                        # one charge. Before, a read broken off after the charge (a network
+                        # blip, a call past its deadline) lost the attempt, charged, although
+                        # the sum was still there, and the round ran again, charged again.
+                        if not (outcome.state == "released" and outcome.sum_available) \
+                                or loop.time() >= until:
+                            raise RoundAborted(f"lost the {plan.kind} while reading the sum "
+                                               f"({error})", reached_unmask=True) from None
+                        log.info(f"the {plan.kind} still holds the sum: reading it again",
+                                 extra={"round_id": round_id.decode(errors="replace")})
+                        continue
                     if _verdict(outcome, opened=True).verdict is not Recovery.RESUME \
                             or loop.time() >= until:
                         raise _aborted(f"lost the {plan.kind} ({error})", outcome) from None

@@ -131,3 +131,47 @@ def test_a_coordinator_stopped_while_a_charge_waits_for_the_store_leaves_the_sum
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert successor.calls == 1 and store.run("run").state == "done"
+
+
+@pytest.mark.parametrize("again", ["the same", "another"])
+def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
+        tmp_path: Path, again: str) -> None:
+    """The total's read breaks off after its charge (the combiner unreachable mid-stream)
+    while the combiner still holds it: it is read again under the one charge, and the round
+    released by its first attempt. A total read again that is not the one charged (rebuilt
+    from fewer shards meanwhile) is refused unread and dropped, the attempt lost at its one
+    charge. Before, either way the attempt was lost, charged, and the round ran again,
+    charged again."""
+    broke: list[int] = []
+
+    def after_hook(attempt: int) -> str:
+        broke.append(attempt)
+        return "unreachable" if len(broke) == 1 else "deliver"
+
+    def fates(attempt: int) -> list[str]:
+        if attempt == 1 and again == "another" and broke:
+            return ["released", "released", "aborted"]
+        return ["released"] * 3
+
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(fates, after_hook=after_hook), fleet.keys, holds_sum=True)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    first = combiner.opened[0][0]
+    if again == "the same":
+        assert attempts(store, "run") == [(1, "released", DEVICES)]
+        assert spends(store, "run") == [(0, 1, DEVICES)]
+        assert combiner.calls == 2 and combiner.cancelled == []
+        assert combiner.delivered == [first]
+    else:
+        assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+        assert "is not the one charged at 24: refused unread" in store.rounds("run")[0].reason
+        assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
+        assert combiner.cancelled == [first]  # (dropped unread)
