@@ -102,6 +102,17 @@ def _malformed(detail: str) -> ProtocolViolation:
     return ProtocolViolation(Violation.MALFORMED, detail)
 
 
+# What a read or write raises once the stream's call has ended under its handler: its client
+# cancelled or left mid-stream (gRPC's core then refuses the operation: ExecuteBatchError, a
+# grpc.aio.InternalError, while the handler is not yet cancelled), or the stream ended (the
+# framed port's InvalidStateError, gRPC's AbortError and UsageError). Nobody is left to tell.
+# Before, the core's refusal of a refusal or a pushed request was logged at ERROR with its
+# traceback ("unexpected error in DeviceServicer.Session"), as a bug, each time a client
+# cancelled as its stream was refused: anyone could, before the open.
+_ENDED = (grpc.aio.AbortError, grpc.aio.UsageError, grpc.aio.InternalError,
+          asyncio.InvalidStateError)
+
+
 class _Reader:
     """The device's messages, each waited for at most so long. (A read that runs out of time
     is cancelled, which ends the call's reading: a refusal after it is still delivered, but
@@ -159,6 +170,8 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
         except FedhhError as error:
             await _refuse(context, reader, error, registry.limits.upload_idle_s)
             raise
+    except grpc.aio.InternalError:
+        return  # (a read or write the core refused: the call has ended, _ENDED)
     finally:
         reader.opened()
 
@@ -176,8 +189,7 @@ async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: Fed
         await asyncio.wait_for(context.write(refusal), wait_s)
         while await reader.next(until - time.monotonic(), _StopWaiting) is not None:
             pass
-    except (FedhhError, TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError,
-            asyncio.InvalidStateError):
+    except (FedhhError, TimeoutError, *_ENDED):
         pass
 
 
@@ -419,7 +431,7 @@ class _Session:
             await self._write(event)
         except FedhhError as error:
             self.stop(error)
-        except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        except _ENDED:
             pass  # the stream has ended meanwhile
 
     async def _write(self, event: pb.SessionEvent | Callable[[], bytes]) -> None:
