@@ -17,14 +17,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from fedhh import __version__
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
-from fedhh.config import Mode, RunConfig, with_most_completions
+from fedhh.config import MAX_DENY_ITEMS, Mode, RunConfig, with_most_completions
 from fedhh.errors import ConfigError, NotFoundError, StoreDamaged, shown
 from fedhh.privacy import PrivacyLedger, methods
 from fedhh.privacy import ledger as ledger_format
@@ -172,23 +172,66 @@ class RunFixed:
                         _read(row, "tree", TreeState.from_dict), stored_ledger(row))
 
 
+K = TypeVar("K")
+
+
+class Latest(Generic[K, T]):
+    """The values read latest, by key: at most ``size``, their weights (``weigh``) at most
+    ``weight`` in all, the latest one kept whatever it weighs. Thread-safe."""
+
+    def __init__(self, size: int, weight: int, weigh: Callable[[T], int]) -> None:
+        self.size, self.weight, self._weigh = size, weight, weigh
+        self._kept: OrderedDict[K, tuple[T, int]] = OrderedDict()
+        self._weighs = 0  # (of the values kept)
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> T | None:
+        """The value kept of ``key`` (now the latest read), or None."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None:
+                return None
+            self._kept.move_to_end(key)
+            return kept[0]
+
+    def put(self, key: K, value: T, over: T | None = None) -> None:
+        """Keep ``value`` as the latest read, where ``key`` holds nothing or ``over``: a
+        value another caller kept meanwhile, read later, stays."""
+        weighs = self._weigh(value)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept[0] is over:
+                self._weighs += weighs - (kept[1] if kept is not None else 0)
+                self._kept[key] = (value, weighs)
+            self._kept.move_to_end(key)
+            while len(self._kept) > 1 and (len(self._kept) > self.size
+                                           or self._weighs > self.weight):
+                self._weighs -= self._kept.popitem(last=False)[1][1]
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
 # The runs whose fixed parts (``RunFixed``: config and tree, its deny list's codes) are kept,
 # the latest read: each a run's page, download, live render and GetRun rebuilt from its row
 # whole (~3 s with a 1,000,000-item deny list), and 32 live pages of one run held every slow
-# reads' thread. A few: a deny list's config and codes weigh tens of MB.
+# reads' thread. A few, and their deny lists FIXED_DENY_ITEMS items at most among them: a run
+# with 1,000,000 (``MAX_DENY_ITEMS``) of 35 characters holds ~160 MiB kept
+# (/tmp/p58admin/fixed_rss.py), and 8 such runs viewed held 1.3 GB.
 FIXED_RUNS = 8
+FIXED_DENY_ITEMS = 2 * MAX_DENY_ITEMS
 
 
 class FixedRuns:
     """The runs' fixed parts (``RunFixed``), each loaded once in a slow reads' thread for
-    every caller that comes while it loads and kept for the latest ``size`` runs read: the
-    dashboard's views and the admin service's GetRun share one. ``get`` is used on the event
-    loop, ``current`` in the slow reads' threads."""
+    every caller that comes while it loads and kept for the latest ``size`` runs read, ``items``
+    deny items at most among them (the latest run's kept whatever it holds): the dashboard's
+    views and the admin service's GetRun share one. ``get`` is used on the event loop,
+    ``current`` in the slow reads' threads."""
 
-    def __init__(self, size: int = FIXED_RUNS) -> None:
-        self.size = size
-        self._kept: OrderedDict[str, RunFixed] = OrderedDict()
-        self._lock = threading.Lock()  # (``_kept``: read on the loop, replaced in a thread)
+    def __init__(self, size: int = FIXED_RUNS, items: int | None = None) -> None:
+        self._kept: Latest[str, RunFixed] = Latest(
+            size, FIXED_DENY_ITEMS if items is None else items, _deny_items)
         # run id -> its load under way, which the callers that come meanwhile await
         self._loading: dict[str, asyncio.Future[RunFixed]] = {}
 
@@ -196,11 +239,10 @@ class FixedRuns:
         """The run's ``RunFixed``, kept or loaded (NotFoundError, StoreDamaged as
         ``Store.run``). The caller checks it against the row it reads (``current``): a run
         of the id created since is another run."""
-        with self._lock:
-            fixed = self._kept.get(run_id)
+        fixed = self._kept.get(run_id)
         if fixed is None:
             fixed = await shared(self._loading, run_id, load_fixed, store, run_id)
-        self._keep(run_id, fixed, None)
+            self._kept.put(run_id, fixed)
         return fixed
 
     def current(self, store: Store, run_id: str, fixed: RunFixed) -> tuple[RunHead, RunFixed]:
@@ -211,20 +253,12 @@ class FixedRuns:
         row = store.run_head(run_id)
         if row.created_at != fixed.created_at:
             stale, fixed = fixed, load_fixed(store, run_id)
-            self._keep(run_id, fixed, stale)
+            self._kept.put(run_id, fixed, over=stale)
         return row, fixed
 
-    def _keep(self, run_id: str, fixed: RunFixed, stale: RunFixed | None) -> None:
-        """Keep ``fixed`` where the run has none kept or ``stale`` (not where another caller
-        kept a newer one meanwhile; created_at is wall-clock time, so no order is read in
-        it), as the latest read."""
-        with self._lock:
-            kept = self._kept.get(run_id)
-            if kept is None or kept is stale:
-                self._kept[run_id] = fixed
-            self._kept.move_to_end(run_id)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+
+def _deny_items(fixed: RunFixed) -> int:
+    return len(fixed.tree.deny)
 
 
 def load_fixed(store: Store, run_id: str) -> RunFixed:
@@ -241,35 +275,33 @@ def run_codec(config: RunConfig) -> Codec:
 
 
 # The runs whose deny lists are kept displayed (ShownDenyLists), the latest shown: a list may
-# hold 1,000,000 items (MAX_DENY_ITEMS), tens of MB displayed, so a few runs only.
+# hold 1,000,000 items (MAX_DENY_ITEMS), ~93 MiB displayed (35 characters an item), so a few
+# runs only, and DENY_SHOWN_ITEMS items at most among them.
 DENY_SHOWN_RUNS = 4
+DENY_SHOWN_ITEMS = 2 * MAX_DENY_ITEMS
 
 
 class ShownDenyLists:
     """Runs' deny lists as shown (``Codec.display_item`` of each code), each displayed once
     for GetResults and the dashboard both, in a slow reads' thread, for the last ``size`` runs
-    shown, from the run's fixed part (``RunFixed``: its tree's codec and deny codes), and
-    known by its ``created_at``, as it is: a run of the id stored since is another. Displaying
-    takes ~0.2 ms a code with the unicode codebook: GetResults displayed a 300,000-item list
-    at each call (~60 s of CPU), apart from the dashboard's copy of it."""
+    shown (``DENY_SHOWN_ITEMS`` items at most among them), from the run's fixed part
+    (``RunFixed``: its tree's codec and deny codes), and known by its ``created_at``, as it is:
+    a run of the id stored since is another. Displaying takes ~0.2 ms a code with the unicode
+    codebook: GetResults displayed a 300,000-item list at each call (~60 s of CPU), apart from
+    the dashboard's copy of it."""
 
     def __init__(self, size: int = DENY_SHOWN_RUNS) -> None:
-        self.size = size
         # run id -> the created_at of the run shown, and its list
-        self._kept: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
-        self._lock = threading.Lock()  # (``_kept``: read on the loop, written in a thread)
+        self._kept: Latest[str, tuple[float, tuple[str, ...]]] = Latest(
+            size, DENY_SHOWN_ITEMS, lambda kept: len(kept[1]))
         # (run id, created_at) -> its display under way, which the callers that come
         # meanwhile await
         self._showing: dict[tuple[str, float], asyncio.Future[tuple[str, ...]]] = {}
 
     def kept(self, run_id: str, created_at: float) -> tuple[str, ...] | None:
         """The list of the run of ``created_at`` if it is kept (now the latest shown)."""
-        with self._lock:
-            kept = self._kept.get(run_id)
-            if kept is None or kept[0] != created_at:
-                return None
-            self._kept.move_to_end(run_id)
-            return kept[1]
+        kept = self._kept.get(run_id)
+        return kept[1] if kept is not None and kept[0] == created_at else None
 
     async def show(self, run_id: str, fixed: RunFixed) -> tuple[str, ...]:
         """The list of the run whose fixed part is ``fixed``, displayed. One display a run,
@@ -294,11 +326,7 @@ class ShownDenyLists:
             return kept
         codec = fixed.tree.codec
         shown = tuple(codec.display_item(code) for code in cw.to_ints(fixed.tree.deny))
-        with self._lock:
-            self._kept[run_id] = (fixed.created_at, shown)
-            self._kept.move_to_end(run_id)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+        self._kept.put(run_id, (fixed.created_at, shown), over=self._kept.get(run_id))
         return shown
 
 

@@ -126,10 +126,11 @@ def test_a_render_shows_the_run_as_it_is_now(tmp_path: Path) -> None:
         detail = await views.run("r")
         seen.append((detail.line.shown_state, detail.line.error, detail.config.eps_agg))
         store.set_run_state("r", "cancelled", "cancelled by the operator")
-        kept = views.fixed._kept["r"]
-        views.fixed._kept["r"] = dataclasses.replace(
+        kept = views.fixed._kept.get("r")
+        assert kept is not None
+        views.fixed._kept.put("r", dataclasses.replace(
             kept, config=dataclasses.replace(kept.config, eps_agg=1.0),
-            created_at=kept.created_at - 1)
+            created_at=kept.created_at - 1), over=kept)
         detail = await views.run("r")
         seen.append((detail.line.shown_state, detail.line.error, detail.config.eps_agg))
         return seen

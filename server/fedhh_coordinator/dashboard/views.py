@@ -321,8 +321,8 @@ class Views:
         and the live page asks ``run`` every second: a list of 170,000 items held the
         coordinator's event loop ~35 s each time, no device or caller answered. A run's codes
         and codec never change, so the live page keeps what this returns and gives it to
-        ``run`` (only the last ``deny.size`` runs shown stay in ``deny``, which GetResults
-        shares). A run not found or damaged (None) is left to ``run`` to say."""
+        ``run`` (only the last runs shown stay in ``deny``, ``DENY_SHOWN_RUNS``, which
+        GetResults shares). A run not found or damaged (None) is left to ``run`` to say."""
         try:
             return await self.deny.show(run_id, await self.fixed.get(self.store, run_id))
         except (NotFoundError, StoreDamaged):
