@@ -252,3 +252,13 @@ def test_build_context_and_git_keep_secrets_out() -> None:
     gitignore = (ROOT / ".gitignore").read_text().splitlines()
     for entry in ("/deploy/tls/", "/deploy/secrets/", "/deploy/.env", "/deploy/wheelhouse/*"):
         assert entry in gitignore
+
+
+def test_a_health_check_may_take_what_a_loaded_host_needs() -> None:
+    """Each check starts a `fedhh health` process (Python and gRPC): 5.5 to 13.5 s on a host at
+    a load of 27 on 2 cores. With the 5 s limit this was, every check there timed out, each
+    service read unhealthy while it served, and `up -d` stopped before starting the devices."""
+    seconds = {"s": 1, "m": 60}
+    for name in ("coordinator", "aggregator", "selector"):
+        timeout = document()["services"][name]["healthcheck"]["timeout"]
+        assert int(timeout[:-1]) * seconds[timeout[-1]] >= 30, (name, timeout)
