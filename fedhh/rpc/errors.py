@@ -82,7 +82,11 @@ def status_errors(
             return await method(self, request, context)
         except FedhhError as error:
             code, details = status_of(error), details_of(error)
-        except (grpc.aio.AbortError, grpc.aio.UsageError):
+        except (grpc.aio.AbortError, grpc.aio.UsageError, grpc.aio.InternalError):
+            # (InternalError: gRPC's core refused an operation of a call that ended under the
+            # handler, a stream's write after its client cancelled or left, ExecuteBatchError,
+            # which gRPC ignores for a closed client; taken for a bug here, every such client
+            # made an ERROR with a traceback)
             raise
         except Exception:
             log.exception("unexpected error in %s", method.__qualname__)
