@@ -86,6 +86,7 @@ from fedhh_coordinator.budgets import RunAdmission
 from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.plans import (
+    ReleaseJudgement,
     RoundPlan,
     ShardedPlan,
     SignedCohort,
@@ -406,21 +407,25 @@ class NetworkLink:
         service = plan.service(self.aggregator)
         round_id = plan.round_id
         charged = False
-        charged_at: int | None = None  # (the count charged before the sum's first read)
+        # (the release charged before the sum's first read)
+        first_charged: ReleaseJudgement | None = None
 
         async def on_release(release: Any) -> None:
-            nonlocal charged, charged_at
+            nonlocal charged, first_charged
             judgement = plan.judge(release)
-            if charged_at is not None:
+            if first_charged is not None:
                 # The held sum read again after its first read broke off (``_await_sum``):
-                # charged once, so read only where it is the release charged.
-                if judgement.refusal is None and judgement.charge == charged_at:
+                # charged once, so read only where it is the release charged, over the same
+                # reports. (Before, the count alone was compared: a total rebuilt from fewer
+                # shards, charged n_min as the first for a shard lost outside both, was read.)
+                if judgement.refusal is None and (judgement.charge, judgement.over) == (
+                        first_charged.charge, first_charged.over):
                     return
                 await service.drop(round_id)  # (unread)
                 raise RoundAborted(
                     f"the {plan.released} read again after its first read broke off "
                     f"({judgement.refusal or f'{judgement.charge} contributors'}) is not the "
-                    f"one charged at {charged_at}: refused unread", reached_unmask=True)
+                    f"one charged at {first_charged.charge}: refused unread", reached_unmask=True)
             if judgement.refusal is not None:
                 await service.drop(round_id)  # (unread)
                 charged = True
@@ -442,7 +447,7 @@ class NetworkLink:
             except BaseException:
                 await service.drop(round_id)  # (unread)
                 raise
-            charged, charged_at = True, judgement.charge
+            charged, first_charged = True, judgement
 
         return await self._await_sum(plan, service, on_release, lambda: charged)
 

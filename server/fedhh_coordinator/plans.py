@@ -62,11 +62,15 @@ class ReleaseJudgement:
     """The coordinator's reading of a release: ``refusal`` None, the sum may be read and the
     ledger is charged at ``charge`` contributors; otherwise the sum exists but is never read,
     charged at ``charge`` (None: at n_min, which the round driver applies). ``proven``: the
-    contributors whose signatures verify."""
+    contributors whose signatures verify. ``over``: whose reports the sum holds, as the
+    evidence names them (each released part's round id and survivors): a sum read again
+    under one charge must be over the same reports, not only of the same charge (a total
+    with a shard lost outside it is charged n_min over whichever shards it holds)."""
 
     charge: int | None
     proven: int = 0
     refusal: str | None = None
+    over: tuple[tuple[bytes, tuple[int, ...]], ...] = ()
 
 
 class RoundPlan(Protocol):
@@ -146,7 +150,7 @@ class UnshardedPlan:
         if proven < config.n_min:
             return ReleaseJudgement(config.n_min, proven, f"the release proves {proven} "
                                     f"contributors < n_min {config.n_min}")
-        return ReleaseJudgement(proven, proven)
+        return ReleaseJudgement(proven, proven, over=((config.round_id, release.survivors),))
 
 
 @dataclass(frozen=True)
@@ -192,7 +196,10 @@ class ShardedPlan:
             log.warning("a shard reached unmasking outside the total: charged at n_min",
                         extra={"round_id": self.round_id.decode(errors="replace"),
                                "lost": [r.decode(errors="replace") for r in verdict.lost]})
-        return ReleaseJudgement(verdict.charge, verdict.proven, verdict.refusal)
+        return ReleaseJudgement(verdict.charge, verdict.proven, verdict.refusal,
+                                tuple((shard.round_id, shard.evidence.survivors)
+                                      for shard in release
+                                      if shard.released and shard.evidence is not None))
 
 
 def plan_from_annotation(annotation: Mapping[str, Any], store: Store, min_devices: int

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from test_link_charging import (
     DEVICES,
+    N_MIN,
     SHARD,
     Coordinator,
     FakeCombiner,
@@ -175,3 +176,40 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
         assert "is not the one charged at 24: refused unread" in store.rounds("run")[0].reason
         assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
         assert combiner.cancelled == [first]  # (dropped unread)
+
+
+def test_a_total_read_again_over_other_shards_at_the_same_charge_is_refused(
+        tmp_path: Path) -> None:
+    """A shard reached unmasking outside the total, so the total's charge is n_min whatever
+    it is over. Its read breaks off after the charge, and the combiner, back, holds a total
+    rebuilt from one shard fewer: the same charge, another sum. It is refused unread (the
+    attempt lost at its one charge), as a total of another count is. Before, the count alone
+    was compared: the other total was read under the charge of the first, its round's
+    reports read in two sums."""
+    broke: list[int] = []
+
+    def after_hook(attempt: int) -> str:
+        broke.append(attempt)
+        return "unreachable" if len(broke) == 1 else "deliver"
+
+    def fates(attempt: int) -> list[str]:
+        if attempt == 1:
+            return ["released", "lost", "lost"] if broke else ["released", "released", "lost"]
+        return ["released"] * 3
+
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(fates, after_hook=after_hook), fleet.keys, holds_sum=True)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    first = combiner.opened[0][0]
+    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert "not the one charged" in store.rounds("run")[0].reason
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]
+    assert combiner.cancelled == [first]  # (dropped unread)
