@@ -316,6 +316,7 @@ class TargetCheck:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.planned = config  # (the coordinator's plan once solved: ``planned_run``)
+        self.eps_local: float | None = None  # (its main rounds' eps_local, once solved)
         self._error: PrivacyError | None = None
         self._thread = threading.Thread(target=self._solve, name="fedhh-up-target-check",
                                         daemon=True)  # (Ctrl-C does not wait for it)
@@ -329,8 +330,9 @@ class TargetCheck:
         try:
             # (the StartRun's own plan: it raises as the coordinator refuses, and gives the
             # completion rounds it keeps, so the run's codes, for ``warn_past_codes``)
-            self.planned, _ = with_most_completions(self.config, open_ledger,
-                                                    lambda ledger: ledger.eps_local)
+            self.planned, ledger = with_most_completions(self.config, open_ledger,
+                                                         lambda ledger: ledger.eps_local)
+            self.eps_local = float(ledger.eps_local)
         except PrivacyError as error:
             self._error = error
         except Exception:  # (anything else is the coordinator's StartRun's to say)
@@ -361,16 +363,20 @@ class TargetCheck:
 
 
 def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
-                        asked: RunConfig) -> None:
+                        asked: RunConfig, planned_eps_local: float | None = None) -> None:
     """``warn_past_codes`` of the items the run's ``devices`` (the dataset's first users)
-    hold past the codes of ``planned`` (the coordinator's plan), before any device starts; the
-    cost figured as the coordinator's ledger would (``open_ledger``)."""
+    hold past the codes of ``planned`` (the coordinator's plan, its main rounds at
+    ``planned_eps_local`` where ``TargetCheck`` solved it), before any device starts; the cost
+    figured as the coordinator's ledger would (``open_ledger``). Before, the plan was solved
+    again here, on the main thread, before any device started (0.5-2 s a solve)."""
     from fedhh.cli.simulate import PAST_NAMED, warn_past_codes
     from fedhh.codec import Codec
     from fedhh.data.long_items import past_the_codes
     from fedhh_coordinator.runs import open_ledger
 
     def eps_local(config: RunConfig) -> float | None:
+        if planned_eps_local is not None and config == planned:
+            return planned_eps_local
         try:
             return float(open_ledger(config).eps_local)
         except (ConfigError, PrivacyError):
@@ -471,7 +477,7 @@ def _run(args: argparse.Namespace) -> int:
                                 *(["--dashboard-port", "0"] if args.dashboard else []),
                                 *(["--demo-url", demo.url] if demo is not None else [])])
         planned = target.refuse_if_unmet()  # (solved meanwhile: no device started yet)
-        warn_past_run_codes(dataset, planned, devices, config)
+        warn_past_run_codes(dataset, planned, devices, config, target.eps_local)
         per = -(-python_end // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
