@@ -152,7 +152,8 @@ class CombinedRound:
                  on_finish: Callable[[CombinedRound, RoundState],
                                      concurrent.futures.Future[None] | None],
                  on_unmask: Callable[[CombinedRound], None],
-                 on_expire: Callable[[CombinedRound], None]) -> None:
+                 on_expire: Callable[[CombinedRound], None],
+                 telling: set[asyncio.Task[None]] | None = None) -> None:
         self.round_id = round_id
         self.shards = shards
         self.pool = pool
@@ -169,7 +170,8 @@ class CombinedRound:
         self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
         self._unmask_told = False
         self._task: asyncio.Task[None] | None = None
-        self._dropping: set[asyncio.Task[None]] = set()  # (``_drop_held``)
+        # (``_drop_held``'s tasks: the registry's, which its close cancels)
+        self._telling = set() if telling is None else telling
         # Set for a round taken over after its release (a restart): its contributors then.
         # Its shards finished before, so their deadlines may be long past (``_collect``).
         self.released_with: int | None = None
@@ -371,8 +373,8 @@ class CombinedRound:
         task = asyncio.create_task(drop_held(self.pool, shards, delivered=delivered,
                                              patience_s=self.limits.result_ttl_s),
                                    name=f"drop shard sums of {round_label(self.round_id)}")
-        self._dropping.add(task)
-        task.add_done_callback(self._dropping.discard)
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
 
     async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is

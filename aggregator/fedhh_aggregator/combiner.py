@@ -74,7 +74,9 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         self.pool = pool
         self.limits = limits or CombinerLimits()
         super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s)
-        # Forgotten released rounds telling their workers to drop the held shard sums.
+        # Rounds telling their workers to drop the shard sums they hold (forgotten released
+        # rounds, aborted ones, refused sums), each tried again while its worker is away:
+        # ``close`` ends them.
         self._letting_go: set[asyncio.Task[None]] = set()
 
     # -- restart -------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
 
     def _new_round(self, round_id: bytes, shards: list[Shard]) -> CombinedRound:
         return CombinedRound(round_id, shards, self.pool, self.limits, self._finished,
-                             self._unmask_seen, self._expired)
+                             self._unmask_seen, self._expired, self._letting_go)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -346,9 +348,14 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
     def close(self) -> None:
         """Stop collecting (the service stops). With a journal the shards run on and a
         restarted combiner takes them over; without one they are forgotten here (their workers
-        expire them)."""
+        expire them). The rounds' words to their workers end too: a worker not yet told
+        drops its shard sum at its --result-ttl, and a released round's workers are told
+        again by the next process (``restore``). Before, they were tried on for the
+        combiner's --result-ttl, past the stop, into the pool's closed channels."""
         for round_ in list(self._rounds.values()):
             round_.stop()
+        for task in list(self._letting_go):
+            task.cancel()
         if self.journal is not None:
             self.journal.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -78,3 +79,34 @@ def test_an_answer_no_later_try_changes_ends_the_tries(error: Exception, told: b
 
     ended = asyncio.run(patiently(cancel, 600.0, Backoff(0.001, 0.01)))
     assert calls == [1] and (ended is None) == told
+
+
+@pytest.mark.parametrize("sum_sent", ["honest", "malformed"])
+def test_a_combiner_stopped_while_a_worker_is_away_stops_telling_it(
+        tmp_path: Path, sum_sent: str) -> None:
+    """A worker stays away while the combiner retries its word on a shard sum nobody will
+    read: the total dropped unfetched (an honest sum), or at once (a malformed one, refused).
+    The combiner is stopped (its channels closed next): its retries end with the stop, none
+    outlives it. Before, they ran on for its --result-ttl (600 s), past the stop, into the
+    closed channels (a UsageError, logged as a task's exception never retrieved)."""
+    away = RestartingWorker(2 * honest() if sum_sent == "honest"
+                            else np.arange(4, dtype=np.uint16), 10**9,
+                            grpc.StatusCode.UNAVAILABLE)
+
+    async def stopped_while_telling() -> list[asyncio.Task[Any]]:
+        combiner = journaled(tmp_path, HoldingWorker(honest()), away)
+        round_ = await opened(combiner)
+        await asyncio.wait_for(round_.finished.wait(), 20)
+        if sum_sent == "honest":
+            assert await ShardedRoundControl(combiner).cancel(b"r/1/1") == RoundState.RELEASED
+        await asyncio.wait_for(until(lambda: away.asked >= 2), 20)
+        combiner.close()
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        await asyncio.wait_for(asyncio.gather(*others, return_exceptions=True), 20)
+        return list(others)
+
+    ended = asyncio.run(stopped_while_telling())
+    telling = "shards of r/1/1" if sum_sent == "honest" else "drop shard sums of r/1/1"
+    assert telling in [t.get_name() for t in ended if t.cancelled()]
+    assert not [t for t in ended if not t.cancelled() and t.exception() is not None]
+    assert away.told == []
