@@ -6,11 +6,12 @@ place: its deny codes are read once more, not at every call after.
 Before, the old run's fixed part stayed kept: each GetRun and GetResults after read the new
 run's row whole again, and GetResults showed the old run's deny list (kept by its id alone)
 beside the new run's results. Served by the coordinator's own AdminService on a port from
-the OS."""
+the OS, on either store (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from admin_service_kit import (
     denying_run,
     recorded_queries,
 )
+from postgres_kit import PostgresServer
 
 from fedhh.config import RunConfig
 from fedhh.v1 import coordinator_pb2 as pb
@@ -43,9 +45,18 @@ async def stored_again(store: Store, run_id: str) -> None:
         db.execute("UPDATE runs SET created_at = ? WHERE run_id = ?", (old + 1.0, run_id))
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """An empty store of each kind (PostgreSQL: a server of the test's own)."""
+    if request.param == "sqlite":
+        yield Store(tmp_path / "c.sqlite")
+        return
+    with PostgresServer() as pg:
+        yield Store(pg.create_database())
+
+
 def test_a_run_stored_again_under_its_id_is_answered_as_the_new_run_read_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = Store(tmp_path / "c.sqlite")
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     denying_run(store, "r")
 
     async def calls() -> tuple[list[str], list[list[str]], list[list[str]], list[str]]:
