@@ -344,6 +344,7 @@ def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
     spawn = dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
     nanny = logging.getLogger("distributed.nanny")
     level = nanny.level
+    nanny.addFilter(_restart_said)
     hold = SignalsHeld(say)
     # A signal while the workers start is held until they have (it then stops the suite, the
     # cluster closing as after any other): before, it interrupted LocalCluster's start, and
@@ -371,6 +372,22 @@ def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
                 hold.start()  # a Ctrl-C now would interrupt the close (SignalsHeld)
     finally:
         nanny.setLevel(level)
+        nanny.removeFilter(_restart_said)
+
+
+RESTARTED = ("a Dask worker process stopped (killed, past its memory limit, or crashed); Dask "
+             "starts another in its place, and a run it was computing goes to a worker again "
+             "(up to 3 times)")
+
+
+def _restart_said(record: logging.LogRecord) -> bool:
+    """A LocalCluster nanny's "Restarting worker (status=Status.running)" in the suite's words
+    (``RESTARTED``). Before, those words alone, the one line a worker's death printed (why it
+    died is logged below warnings): they told neither what had happened nor that the run goes
+    on."""
+    if str(record.msg).startswith("Restarting worker"):
+        record.msg, record.args = RESTARTED, ()
+    return True
 
 
 # How long SignalsHeld holds Ctrl-C and SIGTERM while the LocalCluster closes (it takes a few
@@ -453,10 +470,18 @@ def dask_setup(worker: object) -> None:
     the group, and only the client acts on them (cancels the runs and closes the cluster, whose
     nannies stop their workers and kill one still computing after a grace period). A worker
     that stopped by itself would print its traceback, or its nanny "Restarting worker" before
-    the client had closed the cluster."""
+    the client had closed the cluster. A run that fails is the client's to tell, once per
+    error (``execute``): the worker's own "Compute Failed" dump of it (its key, task, exception
+    and traceback, 6 lines a run on the client's terminal, which the workers share) is not
+    written (before, a suite given an impossible privacy target printed it for every run)."""
+    logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _not_compute_failed(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Compute Failed")
 
 
 def _worker_code() -> tuple[str, str, dict[str, str], list[str]]:
@@ -767,12 +792,14 @@ def _worker_suite(settings: SuiteSettings, run: PlannedRun, identity: dict[str, 
     if code != code_fingerprint():
         libraries = ", ".join(f"{k} {v}" for k, v in library_versions().items())
         changed = changed_on_disk()
-        raise ConfigError(f"{this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, "
-                          f"code {code_fingerprint()[:12]}, with {libraries}) than the client "
-                          f"(code {code[:12]}): "
-                          + (f"{_stale_words(changed)}: restart it; " if changed else "")
-                          + "install the same fedhh, and the same versions of those "
-                          "libraries, on every worker")
+        refusal = ConfigError(
+            f"{this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, code "
+            f"{code_fingerprint()[:12]}, with {libraries}) than the client (code {code[:12]}): "
+            + (f"{_stale_words(changed)}: restart it; " if changed else "")
+            + "install the same fedhh, and the same versions of those libraries, on every "
+            "worker")
+        refusal.other_code = True  # type: ignore[attr-defined]  # (pickled with it: _left_behind)
+        raise refusal
     name = run.dataset or settings.dataset
     try:
         suite = _SUITES.get(settings)
@@ -879,6 +906,8 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                         "or client stops the same runs (a run's task is shared by every "
                         "client that submits its key); the runs that finished are stored")
                 worker = getattr(error, "refused_by", None)
+                if getattr(error, "other_code", False) and (mine := changed_on_disk()):
+                    error = _left_behind(error, mine)
                 if isinstance(worker, str):
                     # A worker that cannot compute any run (its cache or dataset missing,
                     # another dataset, other code) fails each at once and takes the next: one
@@ -955,6 +984,23 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
             f"{len(records)} runs that finished are stored; run the same command again to "
             f"compute the other {len(runs) - len(records)}") from None
     return records
+
+
+def _left_behind(refusal: BaseException, mine: Sequence[str]) -> ConfigError:
+    """A worker's refusal of other code when this client's own fedhh files changed on disk
+    since it started (``mine``): the worker, started since (a LocalCluster worker its nanny
+    restarted after a death, in the checkout the client runs from), loaded the new ones.
+    Before, the worker's "install the same fedhh on every worker", to a suite on one machine
+    and one install."""
+    shown = ", ".join(mine[:2]) + (f" and {len(mine) - 2} more" if len(mine) > 2 else "")
+    worker = getattr(refusal, "refused_by", None)
+    who = f"Dask worker {worker}" if worker else "a Dask worker"
+    left = ConfigError(
+        f"{who} runs fedhh's files as they are on disk now, and this client the ones it "
+        f"loaded when it started: they changed since ({shown}); run the same command again "
+        "(the runs that finished are stored)")
+    left.refused_by = getattr(refusal, "refused_by", None)  # type: ignore[attr-defined]
+    return left
 
 
 def _failure(error: BaseException) -> str:
