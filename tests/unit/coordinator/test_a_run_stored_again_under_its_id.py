@@ -29,6 +29,8 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 
+pytestmark = pytest.mark.slow  # (a PostgreSQL server of its own)
+
 AGAIN = ("stored-again-a", "stored-again-b")
 CALLS = 4
 
