@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the leader coordinator's address HOST:PORT (its --listen)")
     p.add_argument("--name", default="",
                    help="this selector's name in the leader's logs (default: its --listen, "
-                        "with the port it is bound to)")
+                        "with the port it is bound to; the host name where --listen is "
+                        "0.0.0.0 or [::])")
     options.add_listen_options(p, "127.0.0.1:7000")
     p.add_argument("--db", "--store", required=True,
                    help="the coordinator's store: its SQLite file (on the same host) or its "

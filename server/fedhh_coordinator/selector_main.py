@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -41,15 +42,23 @@ log = logging.getLogger(__name__)
 SERVICES = ("fedhh.v1.DeviceService",)
 LINK_STOP_S = 10.0  # the most a stop waits for the cancelled leader link to end
 MAX_PORT = 65535
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 def selector_name(args: argparse.Namespace, port: int = MAX_PORT) -> str:
     """--name, else --listen's host with ``port``, the one the selector is bound to (before,
-    the --listen text: every selector on port 0 was "127.0.0.1:0" in the leader's logs).
-    Checked here as the leader checks it, since a leader that refuses the name refuses each
-    reconnection too, and the selector would retry forever; the default ``port`` is the
-    widest, so a check before the bind refuses whatever the bound port would."""
-    name = args.name or f"{args.listen.rpartition(':')[0]}:{port}"
+    the --listen text: every selector on port 0 was "127.0.0.1:0" in the leader's logs), the
+    machine's host name for a host that names every address (``0.0.0.0``, ``[::]``): compose's
+    and Kubernetes' replicas all listen so, and were each "0.0.0.0:7000" at the leader, whose
+    lines on a selector attached, detached or not acknowledging its tasks then named none of
+    them; the host name is the container's (``docker ps``) or the pod's. Checked here as the
+    leader checks it, since a leader that refuses the name refuses each reconnection too, and
+    the selector would retry forever; the default ``port`` is the widest, so a check before the
+    bind refuses whatever the bound port would."""
+    host = args.listen.rpartition(":")[0]
+    if host.strip("[]") in WILDCARD_HOSTS:
+        host = socket.gethostname()
+    name = args.name or f"{host}:{port}"
     size = len(name.encode())
     if 1 <= size <= MAX_NAME_BYTES and name.isprintable():
         return name

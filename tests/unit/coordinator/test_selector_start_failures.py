@@ -115,3 +115,17 @@ def test_a_selector_on_port_0_without_a_name_is_named_by_its_bound_port(
     assert started["port"] > 0 and names == [f"127.0.0.1:{started['port']}"]
     given = _args(tmp_path, 9, "--name", "east-1")
     assert selector_main.selector_name(given, started["port"]) == "east-1"
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:7000", "[::]:7000"])
+def test_a_selector_on_every_address_is_named_by_its_host(listen: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compose's and Kubernetes' replicas listen on 0.0.0.0: each was "0.0.0.0:7000" at the
+    leader, whose lines on a selector attached, detached or late acknowledging named none of
+    them. Now each is its host's name (its container's, its pod's), with the port."""
+    monkeypatch.setattr(socket, "gethostname", lambda: "5faf56bf7191")
+    args = _args(tmp_path, 9)
+    args.listen = listen
+    assert selector_main.selector_name(args, 7000) == "5faf56bf7191:7000"
+    args.listen = "10.0.0.5:7000"  # (an address of its own names it, as before)
+    assert selector_main.selector_name(args, 7000) == "10.0.0.5:7000"
