@@ -512,9 +512,13 @@ def _stale(code: tuple[str, ...] | Sequence[Any]) -> bool:
 
 
 def _stale_words(changed: Sequence[str]) -> str:
-    shown = ", ".join(changed[:2]) + (f" and {len(changed) - 2} more" if len(changed) > 2
-                                      else "")
-    return f"its fedhh files changed on disk since it started ({shown})"
+    return f"its fedhh files changed on disk since it started ({_files_shown(changed)})"
+
+
+def _files_shown(changed: Sequence[str]) -> str:
+    """The first two of ``changed`` and how many more, for a line."""
+    return ", ".join(changed[:2]) + (f" and {len(changed) - 2} more" if len(changed) > 2
+                                     else "")
 
 
 def _error_line(error: BaseException) -> str:
@@ -571,9 +575,7 @@ def check_workers(client: Client, datasets: Collection[str] = (DEFAULT_DATASET,)
             # The client is the one left behind (files updated while it planned or built a
             # dataset, and the workers started after, or were restarted, with the new ones).
             remedy = (f"this client's own fedhh files changed on disk since it started "
-                      f"({', '.join(mine_changed[:2])}"
-                      + (f" and {len(mine_changed) - 2} more" if len(mine_changed) > 2 else "")
-                      + f"): run the same command again; or {remedy}")
+                      f"({_files_shown(mine_changed)}): run the same command again; or {remedy}")
         raise ConfigError(f"{len(others)} of {len(found) - len(lost)} Dask workers do not run "
                           f"this client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
                           f"{listed}; {remedy}")
@@ -992,13 +994,12 @@ def _left_behind(refusal: BaseException, mine: Sequence[str]) -> ConfigError:
     restarted after a death, in the checkout the client runs from), loaded the new ones.
     Before, the worker's "install the same fedhh on every worker", to a suite on one machine
     and one install."""
-    shown = ", ".join(mine[:2]) + (f" and {len(mine) - 2} more" if len(mine) > 2 else "")
     worker = getattr(refusal, "refused_by", None)
     who = f"Dask worker {worker}" if worker else "a Dask worker"
     left = ConfigError(
         f"{who} runs fedhh's files as they are on disk now, and this client the ones it "
-        f"loaded when it started: they changed since ({shown}); run the same command again "
-        "(the runs that finished are stored)")
+        f"loaded when it started: they changed since ({_files_shown(mine)}); run the same "
+        "command again (the runs that finished are stored)")
     left.refused_by = getattr(refusal, "refused_by", None)  # type: ignore[attr-defined]
     return left
 
