@@ -240,6 +240,33 @@ def _plausible_text(data: bytes, encoding: str) -> bool:
     return all(c != "\x00" and unicodedata.category(c) not in ("Cn", "Co", "Cs") for c in text)
 
 
+def _encoded_surrogates(data: bytes, at: int) -> str | None:
+    """Words for a surrogate encoded as UTF-8 shapes it at ``data[at:]`` (ED A0-BF 80-BF), or
+    None: a pair of them is a character beyond U+FFFF written as its two UTF-16 halves, as
+    CESU-8, Java's modified UTF-8 and a database's three-byte "utf8" export write an emoji
+    (``😀`` as ED A0 BD ED B8 80, where UTF-8 writes F0 9F 98 80); one alone is no character.
+    (Before, such a file was "not UTF-8 (byte 3 of the line: b'\\xed')", read as UTF-8 by
+    every editor that shows it, naming neither the emoji nor what differs.)"""
+    def unit(i: int) -> int | None:
+        part = data[i:i + 3]
+        if len(part) == 3 and part[0] == 0xED and 0xA0 <= part[1] <= 0xBF \
+                and 0x80 <= part[2] <= 0xBF:
+            return 0xD000 | (part[1] & 0x3F) << 6 | part[2] & 0x3F
+        return None
+
+    high, low = unit(at), unit(at + 3)
+    if high is None:
+        return None
+    if high < 0xDC00 and low is not None and low >= 0xDC00:
+        char = chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+        return (f", the first of {data[at:at + 6].hex(' ').upper()}: {char!r} "
+                f"(U+{ord(char):04X}) written as two UTF-16 surrogates, as CESU-8 and Java's "
+                "modified UTF-8 write it, where UTF-8 writes "
+                f"{char.encode().hex(' ').upper()}")
+    return (f", the first of {data[at:at + 3].hex(' ').upper()}: the surrogate U+{high:04X} "
+            "alone, which is no character")
+
+
 def not_utf8(error: UnicodeDecodeError, line: int | None = None) -> str:
     """Where the bytes ``error`` was raised for stop being UTF-8, in words for an error that
     names the file: the line (``line``, when the bytes are that line; else the bytes are the
@@ -261,8 +288,10 @@ def not_utf8(error: UnicodeDecodeError, line: int | None = None) -> str:
     byte = data[error.start:error.start + 1]
     continued = b"\x80" <= data[error.start + 1:error.start + 2] <= b"\xbf"
     reading = ""
-    if byte >= b"\xc0" and continued:
-        pass  # (UTF-8's shape: a damaged character, an encoded surrogate, not Latin-1 text)
+    if (surrogate := _encoded_surrogates(data, error.start)) is not None:
+        reading = surrogate
+    elif byte >= b"\xc0" and continued:
+        pass  # (UTF-8's shape: a damaged character, not Latin-1 text)
     elif byte >= b"\xa0":  # (Latin-1 and Windows-1252 agree from A0 on)
         reading = f", which Latin-1 and Windows-1252 read as {byte.decode('latin-1')!r}"
     elif (char := byte.decode("cp1252", "replace")) != "\ufffd":

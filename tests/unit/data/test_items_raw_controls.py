@@ -58,8 +58,9 @@ def test_vocabulary_not_utf8_names_its_line(tmp_path: Path) -> None:
     vocab.write_bytes(b"a\nb\nc\xed\xa0\x80\n")  # (a surrogate's bytes, on line 3)
     with pytest.raises(DatasetError) as caught:
         load_dataset(root)
-    assert str(caught.value) == (f"{vocab}: line 3: not UTF-8 (byte 2 of the line: b'\\xed'); "
-                                 "save it as UTF-8")
+    assert str(caught.value) == (f"{vocab}: line 3: not UTF-8 (byte 2 of the line: b'\\xed', "
+                                 "the first of ED A0 80: the surrogate U+D800 alone, which is "
+                                 "no character); save it as UTF-8")
 
 
 def test_raw_control_in_a_leaf_file_is_named(tmp_path: Path) -> None:

@@ -107,7 +107,9 @@ def test_a_byte_order_mark_is_not_counted_in_the_first_line(
     (b"a\nx\x81\n", "(byte 2 of the line: b'\\x81')"),
     # (UTF-8's shape, cut short or damaged: not taken for Latin-1 text)
     (b"a\nx\xe2\x82\n", "(byte 2 of the line: b'\\xe2')"),
-    (b"a\n\xed\xa0\x80\n", "(byte 1 of the line: b'\\xed')"),
+    # (an encoded surrogate: named so, test_encoded_surrogates_named.py)
+    (b"a\n\xed\xa0\x80\n", "(byte 1 of the line: b'\\xed', the first of ED A0 80: the "
+                          "surrogate U+D800 alone, which is no character)"),
 ])
 def test_what_the_byte_is_is_said_where_an_encoding_reads_it(tmp_path: Path, data: bytes,
                                                              said: str) -> None:
