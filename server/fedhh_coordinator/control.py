@@ -19,7 +19,13 @@ from fedhh.backoff import Backoff
 from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open_channel
 from fedhh.rpc.combiner_client import CombinerControl
-from fedhh.rpc.control_client import AggregatorBusy, AggregatorError, RoundOutcome, patiently
+from fedhh.rpc.control_client import (
+    PASSING,
+    AggregatorBusy,
+    AggregatorError,
+    RoundOutcome,
+    patiently,
+)
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
@@ -167,10 +173,17 @@ class _ServiceControl(ABC):
                                  answer.declined)
 
     async def cancel(self, round_id: bytes) -> None:
+        """Cancel a round (past its deadline). AggregatorUnavailable only for a failure a
+        later try may not meet (``PASSING``: the link tries again after it alone); any other
+        answer is AggregatorRefused. Before, every failure was the service away, and a
+        service that refused the cancel was asked again for the link's recovery patience."""
         try:
             await self.client.cancel(round_id)
         except grpc.aio.AioRpcError as error:
-            raise AggregatorUnavailable(error.code().name) from None
+            if error.code() in PASSING:
+                raise AggregatorUnavailable(error.code().name) from None
+            raise AggregatorRefused(f"the {self.kind} refused to cancel the round "
+                                    f"({error.code().name}: {error.details()})") from None
 
 
 class _SingleControl(_ServiceControl):

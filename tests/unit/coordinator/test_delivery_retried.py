@@ -17,6 +17,7 @@ from fedhh.rpc import serving
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_coordinator import control
+from fedhh_coordinator.aggregation import AggregatorRefused, AggregatorUnavailable
 from fedhh_coordinator.control import GrpcAggregator
 
 TOKEN = b"t" * 32
@@ -158,3 +159,25 @@ def test_a_failure_no_retry_expects_is_logged_not_left_in_the_task(
     assert fake.calls == 0
     assert any("telling the combiner that a sum was stored failed" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.parametrize(("code", "away"), [
+    (grpc.StatusCode.UNAVAILABLE, True), (grpc.StatusCode.DEADLINE_EXCEEDED, True),
+    (grpc.StatusCode.PERMISSION_DENIED, False), (grpc.StatusCode.UNIMPLEMENTED, False),
+    (grpc.StatusCode.INTERNAL, False)])
+def test_a_round_cancel_refused_is_not_the_service_away(code: grpc.StatusCode,
+                                                         away: bool) -> None:
+    """The cancel of a round past its deadline, which the link tries again while the service
+    is away (``AggregatorUnavailable``, for up to its recovery patience, 600 s): an answer no
+    later try changes is a refusal, asked once, the round's outcome then deciding its
+    charge. Before, every failure was the service away, and a service that refused the
+    cancel was asked again for 10 minutes before the attempt settled."""
+    fake = Combiner(code)
+
+    async def go(combiner: Any) -> None:
+        with pytest.raises(AggregatorUnavailable if away else AggregatorRefused,
+                           match=code.name):
+            await combiner.cancel(ROUND)
+
+    asyncio.run(serve(fake, go))
+    assert fake.calls == 1
