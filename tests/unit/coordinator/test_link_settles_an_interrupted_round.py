@@ -134,7 +134,7 @@ def test_a_coordinator_stopped_while_a_charge_waits_for_the_store_leaves_the_sum
     assert successor.calls == 1 and store.run("run").state == "done"
 
 
-@pytest.mark.parametrize("again", ["the same", "another"])
+@pytest.mark.parametrize("again", ["the same", "another", "over other shards"])
 def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
         tmp_path: Path, again: str) -> None:
     """The total's read breaks off after its charge (the combiner unreachable mid-stream)
@@ -142,7 +142,10 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
     released by its first attempt. A total read again that is not the one charged (rebuilt
     from fewer shards meanwhile) is refused unread and dropped, the attempt lost at its one
     charge. Before, either way the attempt was lost, charged, and the round ran again,
-    charged again."""
+    charged again. So is a total of the same charge over other shards: with a shard lost
+    outside it, the charge is n_min whatever shards it holds (before, the count alone was
+    compared: that other total was read under the first's charge, the round's reports read
+    in two sums)."""
     broke: list[int] = []
 
     def after_hook(attempt: int) -> str:
@@ -152,6 +155,8 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
     def fates(attempt: int) -> list[str]:
         if attempt == 1 and again == "another" and broke:
             return ["released", "released", "aborted"]
+        if attempt == 1 and again == "over other shards":
+            return ["released", "lost", "lost"] if broke else ["released", "released", "lost"]
         return ["released"] * 3
 
     store = Store(tmp_path / "coordinator.sqlite")
@@ -172,44 +177,9 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
         assert combiner.calls == 2 and combiner.cancelled == []
         assert combiner.delivered == [first]
     else:
+        charged = DEVICES if again == "another" else N_MIN
         assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
-        assert "is not the one charged at 24: refused unread" in store.rounds("run")[0].reason
-        assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
+        assert (f"is not the one charged at {charged}: refused unread"
+                in store.rounds("run")[0].reason)
+        assert spends(store, "run") == [(0, 1, charged), (0, 2, DEVICES)]
         assert combiner.cancelled == [first]  # (dropped unread)
-
-
-def test_a_total_read_again_over_other_shards_at_the_same_charge_is_refused(
-        tmp_path: Path) -> None:
-    """A shard reached unmasking outside the total, so the total's charge is n_min whatever
-    it is over. Its read breaks off after the charge, and the combiner, back, holds a total
-    rebuilt from one shard fewer: the same charge, another sum. It is refused unread (the
-    attempt lost at its one charge), as a total of another count is. Before, the count alone
-    was compared: the other total was read under the charge of the first, its round's
-    reports read in two sums."""
-    broke: list[int] = []
-
-    def after_hook(attempt: int) -> str:
-        broke.append(attempt)
-        return "unreachable" if len(broke) == 1 else "deliver"
-
-    def fates(attempt: int) -> list[str]:
-        if attempt == 1:
-            return ["released", "lost", "lost"] if broke else ["released", "released", "lost"]
-        return ["released"] * 3
-
-    store = Store(tmp_path / "coordinator.sqlite")
-    fleet = Fleet(store)
-    combiner = FakeCombiner(Plan(fates, after_hook=after_hook), fleet.keys, holds_sum=True)
-
-    async def go() -> None:
-        await create_run(store, config(), "run")
-        coordinator = Coordinator(store, fleet, combiner)
-        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
-        await asyncio.wait_for(coordinator.drive("run"), 60)
-
-    asyncio.run(go())
-    first = combiner.opened[0][0]
-    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
-    assert "not the one charged" in store.rounds("run")[0].reason
-    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]
-    assert combiner.cancelled == [first]  # (dropped unread)
