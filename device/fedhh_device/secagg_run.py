@@ -40,9 +40,14 @@ from fedhh.secagg import (
     RoundKeys,
     SecAggDevice,
     Stage,
-    verify_admission,
 )
-from fedhh.secagg.config import RoundConfig, SignedConfig, session_id_of, verify_config
+from fedhh.secagg.config import (
+    SignedConfig,
+    session_id_of,
+    verify_config,
+    verify_members,
+)
+from fedhh.secagg.merkle import leaf_hash
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.failures import RoundFailures
@@ -52,42 +57,25 @@ log = logging.getLogger(__name__)
 
 def memoised_checks() -> PublicChecks:
     """:class:`PublicChecks` whose functions each compute a value once (for one round's
-    devices: its memo grows with the distinct keys, admissions and signatures it meets)."""
+    devices: its memo grows with the distinct keys, leaves and signatures it meets). A
+    roster's multiproof differs from device to device, but its leaves are the neighbours'
+    (each leaf is hashed by k devices of the round)."""
+    leaf = functools.lru_cache(maxsize=None)(leaf_hash)
     return PublicChecks(signature=functools.lru_cache(maxsize=None)(ed25519_verify),
-                        admission=_memoised_admission(),
+                        members=functools.partial(verify_members, leaf=leaf),
                         peer_key=functools.lru_cache(maxsize=None)(
                             X25519PublicKey.from_public_bytes))
-
-
-def _memoised_admission() -> Callable[[Admission, RoundConfig], bool]:
-    """:func:`verify_admission`, memoised on what its verdict depends on: the admission and the
-    config's identity tree (its root, salt and size, and whether devices are authenticated).
-
-    Keyed by the whole config, each of a device's k calls hashed the config and, every device
-    holding its own copy, compared it with the remembered one field by field: 2.0 us a call
-    where this key takes 0.5 (~130 us of a device's round at k = 88)."""
-    memo: dict[tuple[Admission, bool, bytes | None, bytes, int], bool] = {}
-
-    def admitted(admission: Admission, config: RoundConfig) -> bool:
-        key = (admission, config.device_auth, config.identity_root, config.identity_salt,
-               config.num_devices)
-        verdict = memo.get(key)
-        if verdict is None:
-            verdict = memo[key] = verify_admission(admission, config)
-        return verdict
-
-    return admitted
 
 
 class RoundChecks:
     """The public checks of the rounds this process's devices take part in, memoised per round.
 
     They are pure functions: every simulated device of a process checks the same neighbours'
-    admissions (k each) and the same partners' consistency signatures over one survivor set
+    leaves (k + 1 each) and the same partners' consistency signatures over one survivor set
     (t each), and parses the same neighbours' keys, so each would be computed about k (or t)
     times (devices here) / n times. Memoised, each is computed once per process. Shards are
     drawn at random, so each device process meets every shard's devices: at 50,000 devices in
-    two processes, ~50,000 admissions and signatures and ~100,000 keys each, beyond the one
+    two processes, ~50,000 leaves and signatures and ~100,000 keys each, beyond the one
     LRU of 2^14 entries the process had (yet its devices' CPU did not show it: 17.6 against
     17.4 ms per device, perhaps because the shards' stages ran far enough apart). A round's
     memo lives while one of its devices here runs, and holds what that round needs, whatever

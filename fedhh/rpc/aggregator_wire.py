@@ -79,6 +79,7 @@ __all__ = [
     "keys_from_pb",
     "keys_to_pb",
     "request_from_pb",
+    "roster_entry_to_pb",
     "session_open",
     "session_shares",
     "session_transcript",
@@ -409,9 +410,11 @@ _SHARE_HEADS: dict[int, _ShareHeads] = {}
 # Field keys of the messages below, as protobuf writes them (field number << 3 | wire type).
 _READY = b"\x08" + _varint(pb.AWAIT_STATUS_READY)  # AwaitStageResponse.status
 _SHARE_KEYS, _MASKED_INPUT, _CONSISTENCY, _UNMASK = b"\x12", b"\x1a", b"\x22", b"\x2a"
-_FIRST = b"\x0a"  # field 1 of ShareKeysRequest, ConsistencyRequest, UnmaskRequest
-# field 2: UnmaskRequest.dropped, ConsistencyRequest.survivor_bits, SessionEvent.next
+_FIRST = b"\x0a"  # field 1 of ConsistencyRequest, UnmaskRequest
+# field 2: ShareKeysRequest.entries, UnmaskRequest.dropped, ConsistencyRequest.survivor_bits,
+# SessionEvent.next
 _SECOND = b"\x12"
+_RANGE_PROOF = b"\x1a"  # ShareKeysRequest.range_proof
 _SIGNATURES = b"\x1a"  # UnmaskRequest.signatures
 _CIPHERTEXTS = b"\x1a"  # MaskedInputRequest.ciphertexts
 _EVENT_STAGE = b"\x20"  # SessionEvent.stage
@@ -537,6 +540,8 @@ class RequestEncoder:
                     if encoded is None:
                         encoded = entries[e.device_id] = _roster_entry(e)
                     parts.append(encoded)
+            if request.range_proof:
+                parts.append(_delimited(_RANGE_PROOF, request.range_proof))
         elif isinstance(request, MaskedInputRequest):
             tag, routed = _MASKED_INPUT, request.shares
             if RequestForm.PACKED_SHARES in form and isinstance(routed, ShareBundle) \
@@ -584,9 +589,27 @@ class RequestEncoder:
         return tag, sum(map(len, parts[start:]))
 
 
+def roster_entry_to_pb(entry: AdvertiseKeys) -> pb.RosterEntry:
+    """``entry`` as a roster entry: its id and keys, without its admission's proof (the
+    request's one range proof covers every entry)."""
+    out = pb.RosterEntry(device_id=entry.device_id, c_pk=entry.c_pk, s_pk=entry.s_pk)
+    if entry.admission is not None:
+        out.identity_key = entry.admission.identity_key
+    return out
+
+
 def _roster_entry(entry: AdvertiseKeys) -> bytes:
-    """``entry`` as a ``ShareKeysRequest.roster`` field."""
-    return _delimited(_FIRST, keys_to_pb(entry).SerializeToString())
+    """``entry`` as a ``ShareKeysRequest.entries`` field."""
+    return _delimited(_SECOND, roster_entry_to_pb(entry).SerializeToString())
+
+
+def _from_roster_entry(session_id: bytes, entry: pb.RosterEntry) -> AdvertiseKeys:
+    """A ``ShareKeysRequest.entries`` field as the library's entry: with an identity key, an
+    admission of that key and the entry's round keys, without a proof of its own."""
+    device_id, c_pk, s_pk = int(entry.device_id), bytes(entry.c_pk), bytes(entry.s_pk)
+    admission = (Admission(device_id, bytes(entry.identity_key), c_pk, s_pk, b"")
+                 if entry.identity_key else None)
+    return AdvertiseKeys(session_id, device_id, c_pk, s_pk, admission)
 
 
 def _signature_entry(device_id: int, signature: bytes) -> bytes:
@@ -600,8 +623,9 @@ def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageRes
     """The library request in a READY answer (None if the answer holds none)."""
     which = message.WhichOneof("request")
     if which == "share_keys":
+        keys = message.share_keys
         return ShareKeysRequest(session_id, device_id, tuple(
-            _shared_entry(session_id, e) for e in message.share_keys.roster))
+            _shared_entry(session_id, e) for e in keys.entries), bytes(keys.range_proof))
     if which == "masked_input":
         return MaskedInputRequest(session_id, device_id,
                                   _routed_from_pb(device_id, message.masked_input))
@@ -620,7 +644,7 @@ class _Shared:
     """One object for equal decoded values: the last ``size`` distinct ones are remembered.
 
     Every device of a round gets the same survivor set U3 (thousands of ids, 36 bytes each as
-    a tuple of ints), and each device's roster entry (its keys and admission proof, ~1.3 KB
+    a tuple of ints), and each device's roster entry (its id and keys
     decoded) reaches all its k neighbours. A process hosting thousands of simulated devices
     kept a copy of each per device: at 50,000 devices in 8 processes each process grew to
     2.6 GB in the consistency check and the OOM killer ended one or two of them, whose devices
@@ -657,9 +681,9 @@ def _shared_survivors(message: pb.ConsistencyRequest) -> tuple[int, ...]:
         message.survivors) + _bit_ids(message.survivor_bits))
 
 
-def _shared_entry(session_id: bytes, entry: pb.DeviceKeys) -> AdvertiseKeys:
+def _shared_entry(session_id: bytes, entry: pb.RosterEntry) -> AdvertiseKeys:
     return _ROSTER_ENTRIES.get((session_id, entry.SerializeToString(deterministic=True)),
-                               lambda: keys_from_pb(session_id, entry))
+                               lambda: _from_roster_entry(session_id, entry))
 
 
 # -- device -> server submissions ----------------------------------------------------------------

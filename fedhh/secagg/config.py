@@ -25,13 +25,22 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.secagg.errors import SecAggConfigError
-from fedhh.secagg.graph import check_graph_parameters
-from fedhh.secagg.merkle import HASH_BYTES, IdentityTree, Member, cohort_salt, root_from_proof
+from fedhh.secagg.graph import check_graph_parameters, ring_positions
+from fedhh.secagg.merkle import (
+    HASH_BYTES,
+    IdentityTree,
+    Member,
+    cohort_salt,
+    leaf_hash,
+    root_from_leaves,
+    root_from_proof,
+)
 from fedhh.secagg.primitives import (
     LABELS,
     ed25519_verify,
@@ -51,6 +60,7 @@ __all__ = [
     "sign_config",
     "verify_admission",
     "verify_config",
+    "verify_members",
 ]
 
 MAX_DIMENSION = 1 << 24
@@ -58,8 +68,10 @@ MAX_COHORT = 1 << 24
 # 2: identity_root (a Merkle root) replaced per-device coordinator signatures;
 # 3: its leaves also commit to the round keys presented at check-in;
 # 4: a device's j-th neighbour (ascending ids) holds its Shamir shares at the point j, not at
-#    its id (a device of version 3 would share at points the server no longer reads).
-_VERSION = 4
+#    its id (a device of version 3 would share at points the server no longer reads);
+# 5: the identity tree's leaves are in ring order and a roster is one multiproof, not a proof
+#    per entry (a party of version 4 would check admissions at the wrong leaves).
+_VERSION = 5
 _HEAD = struct.Struct(">HB")  # version, len(round_id)
 # n, D, bits, n_min, k, t, graph_seed, flags, deadlines, identity_root (zeros without device_auth)
 _BODY = struct.Struct(">IIBIII32sB5Q32s")
@@ -244,7 +256,9 @@ class Admission:
     identity_key: bytes  # raw Ed25519 public key registered with the coordinator
     c_pk: bytes  # X25519 public key of the round: share encryption
     s_pk: bytes  # X25519 public key of the round: pairwise masks
-    proof: bytes  # sibling hashes, leaf to root (about log2(n) * 32 bytes)
+    # sibling hashes, leaf to root (about log2(n) * 32 bytes); empty in a roster entry, whose
+    # keys the roster's one proof covers (verify_members)
+    proof: bytes
 
     @property
     def keys(self) -> Member:
@@ -262,6 +276,34 @@ def verify_admission(admission: Admission, config: RoundConfig) -> bool:
     if (not isinstance(admission, Admission) or not config.device_auth
             or config.identity_root is None):
         return False
-    root = root_from_proof(config.identity_salt, config.num_devices, admission.device_id,
-                           admission.keys, admission.proof)
+    n, device_id = config.num_devices, admission.device_id
+    if not isinstance(device_id, int) or isinstance(device_id, bool) or not 1 <= device_id <= n:
+        return False
+    position = int(ring_positions(config.graph_seed, n)[1][device_id])
+    root = root_from_proof(config.identity_salt, n, position, device_id, admission.keys,
+                           admission.proof)
+    return root is not None and root == config.identity_root
+
+
+def verify_members(members: Sequence[tuple[int, Member]], proof: bytes, config: RoundConfig,
+                   *, leaf: Callable[[bytes, int, Member], bytes] = leaf_hash) -> bool:
+    """True iff ``proof`` is the multiproof that each (device id, keys) of ``members`` (distinct
+    ids in 1..n, 32-byte keys) is the cohort's leaf under the config's identity root: a roster
+    (the server's one proof for a device's own and its neighbours' entries). Each leaf's
+    position is its id's ring position, derived here from the signed graph seed. ``leaf`` is
+    :func:`~fedhh.secagg.merkle.leaf_hash` (a host simulating many devices passes it
+    memoised: its devices hash the same neighbours' leaves)."""
+    if not config.device_auth or config.identity_root is None or not members:
+        return False
+    n, salt = config.num_devices, config.identity_salt
+    positions = ring_positions(config.graph_seed, n)[1]
+    leaves = []
+    for device_id, keys in members:
+        if (not isinstance(device_id, int) or isinstance(device_id, bool)
+                or not 1 <= device_id <= n or len(keys) != 3
+                or not all(isinstance(key, bytes) and len(key) == HASH_BYTES for key in keys)):
+            return False
+        leaves.append((int(positions[device_id]), leaf(salt, device_id, keys)))
+    leaves.sort(key=lambda leaf: leaf[0])
+    root = root_from_leaves(n, leaves, proof)  # (refuses a position twice: an id twice)
     return root is not None and root == config.identity_root

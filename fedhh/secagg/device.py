@@ -18,7 +18,7 @@ for a stage already answered aborts.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import cast
@@ -36,9 +36,11 @@ from fedhh.secagg.config import (
     session_id_of,
     verify_admission,
     verify_config,
+    verify_members,
 )
 from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
 from fedhh.secagg.graph import ROUNDS_REMEMBERED, neighbours_of, survivors_connected
+from fedhh.secagg.merkle import Member
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -126,14 +128,15 @@ class DevicePolicy:
 @dataclass(frozen=True)
 class PublicChecks:
     """What a device computes from public data only: Ed25519 signatures checked (public key,
-    signature, message), neighbours' admissions checked against the signed config, and
-    neighbours' X25519 keys parsed (a malformed one raises ValueError). All are pure
-    functions, so a host that simulates many devices may pass memoised ones (every device of
-    the host checks the same neighbours' admissions and signatures and parses the same keys);
-    a real device keeps the defaults."""
+    signature, message), its roster's keys checked against the signed config (one multiproof,
+    :func:`~fedhh.secagg.config.verify_members`), and neighbours' X25519 keys parsed (a
+    malformed one raises ValueError). All are pure functions, so a host that simulates many
+    devices may pass memoised ones (every device of the host checks the same signatures,
+    hashes the same neighbours' leaves and parses the same keys); a real device keeps the
+    defaults."""
 
     signature: Callable[[bytes, bytes, bytes], bool] = ed25519_verify
-    admission: Callable[[Admission, RoundConfig], bool] = verify_admission
+    members: Callable[[Sequence[tuple[int, Member]], bytes, RoundConfig], bool] = verify_members
     peer_key: Callable[[bytes], X25519PublicKey] = X25519PublicKey.from_public_bytes
 
 
@@ -338,7 +341,7 @@ class SecAggDevice:
         if any(e.session_id != self.session_id for e in roster):
             raise self._fail(AbortReason.WRONG_SESSION, "roster entry of another round")
         own = [e for e in roster if e.device_id == self.device_id]
-        if len(own) != 1 or own[0] != self._advert:
+        if len(own) != 1 or not _same_keys(own[0], self._advert):
             raise self._fail(AbortReason.KEY_ALTERED, "own keys missing or altered")
         others = [e for e in roster if e.device_id != self.device_id]
         allowed = set(neighbours_of(self.config.graph_seed, self.config.num_devices,
@@ -359,12 +362,18 @@ class SecAggDevice:
         if len(set(keys)) != len(keys):
             raise self._fail(AbortReason.DUPLICATE_KEY, "two roster keys are equal")
         if self.config.device_auth:
-            admitted = self._checks.admission
-            for e in others:
+            members = []
+            for e in roster:
                 adm = e.admission
                 if (adm is None or adm.device_id != e.device_id or adm.c_pk != e.c_pk
-                        or adm.s_pk != e.s_pk or not admitted(adm, self.config)):
+                        or adm.s_pk != e.s_pk):
                     raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
+                members.append((e.device_id, adm.keys))
+            proof = request.range_proof
+            if not isinstance(proof, bytes) or not self._checks.members(members, proof,
+                                                                        self.config):
+                raise self._fail(AbortReason.BAD_SIGNATURE,
+                                 "the roster's keys are not the committed ones")
         return others
 
     def _agree_all(self, others: list[AdvertiseKeys]
@@ -579,6 +588,18 @@ class SecAggDevice:
         if len(signers) < self.config.t:
             raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
                              f"{len(signers)} consistency signatures < t={self.config.t}")
+
+
+def _same_keys(entry: AdvertiseKeys, advert: AdvertiseKeys | None) -> bool:
+    """True iff a roster entry holds ``advert``'s id and keys (its admission's proof aside: a
+    roster's entries carry none, the roster's one proof covers them)."""
+    if advert is None or (entry.session_id, entry.device_id, entry.c_pk, entry.s_pk) != (
+            advert.session_id, advert.device_id, advert.c_pk, advert.s_pk):
+        return False
+    if advert.admission is None:
+        return entry.admission is None
+    return (entry.admission is not None and entry.admission.device_id == advert.device_id
+            and entry.admission.keys == advert.admission.keys)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.primitives import LABELS, hkdf, u32
 
 __all__ = ["ROUNDS_REMEMBERED", "NeighbourGraph", "check_graph_parameters", "neighbours_of",
-           "ring_order", "survivors_connected"]
+           "ring_order", "ring_positions", "survivors_connected"]
 
 # How many rounds a process's per-round caches remember (the ring here, a device's U3 facts,
 # decoded U3s): one per round open at once. A load-test process hosts devices of every shard
@@ -57,6 +57,13 @@ def ring_order(graph_seed: bytes, n: int) -> np.ndarray:
     """int64[n]: the device id (1..n) at each ring position, derived from ``graph_seed``
     (read-only)."""
     return _ring(graph_seed, n)[0]
+
+
+def ring_positions(graph_seed: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`ring_order`, int64[n + 1]: the ring position of each id, index 0 unused), both
+    read-only: where the cohort's Merkle tree puts each device's leaf
+    (:mod:`fedhh.secagg.merkle`)."""
+    return _ring(graph_seed, n)
 
 
 @functools.lru_cache(maxsize=ROUNDS_REMEMBERED)

@@ -77,7 +77,8 @@ class AdvertiseKeys:
 
     ``c_pk`` keys the share encryption, ``s_pk`` the pairwise masks. With device_auth,
     ``admission`` proves that these keys are the ones the device presented at check-in (it
-    carries the same keys). The server forwards these entries verbatim to the neighbours.
+    carries the same keys). The server forwards these entries to the neighbours, under one
+    multiproof for all of a device's roster (:class:`ShareKeysRequest`).
     """
 
     session_id: bytes
@@ -192,11 +193,17 @@ class RingRun(_TupleLike[T]):
 
 @dataclass(frozen=True)
 class ShareKeysRequest:
-    """Stage 1, server -> device: the advertised entries of the device and its live neighbours."""
+    """Stage 1, server -> device: the advertised entries of the device and its live neighbours.
+
+    With device_auth, ``range_proof`` is the one Merkle multiproof that every entry's keys
+    (its admission's identity key, c_pk and s_pk) are the committed ones
+    (:func:`fedhh.secagg.config.verify_members`); the entries' own admission proofs are not
+    read (on the wire they are left out)."""
 
     session_id: bytes
     device_id: int
     roster: tuple[AdvertiseKeys, ...] | RingRun[AdvertiseKeys]
+    range_proof: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

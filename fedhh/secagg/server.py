@@ -17,6 +17,7 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import logging
@@ -38,7 +39,8 @@ from fedhh.secagg.config import (
 )
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
 from fedhh.secagg.errors import AbortReason, ProtocolViolation, SecAggAbort, Violation
-from fedhh.secagg.graph import NeighbourGraph
+from fedhh.secagg.graph import NeighbourGraph, ring_positions
+from fedhh.secagg.merkle import ProofNodes
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     AggregateResult,
@@ -362,18 +364,62 @@ class SecAggServer:
         ring, ids = tuple(map(u1.__getitem__, order)), order + order
         runs = {u: (start, stop) for u, start, stop in zip(order, starts.tolist(),
                                                             stops.tolist(), strict=True)}
+        prove = self._roster_prover(u1, order)
         for u in sorted(runs):
             start, stop = runs[u]
             if stop - start - 1 < self.config.t:  # it would abort; it counts as dropped
                 continue
             live = sorted(ids[start:stop])
             live.remove(u)
-            req = ShareKeysRequest(self.session_id, u, RingRun(ring, start, stop))
+            req = ShareKeysRequest(self.session_id, u, RingRun(ring, start, stop),
+                                   prove(start, stop))
             self._share_requests[u] = req
             self._share_recipients[u] = array("I", live)
             requests[u] = req
         self._keys_seen = set()
         return requests
+
+    def _roster_prover(self, adverts: dict[int, AdvertiseKeys], ring: Sequence[int]
+                       ) -> Callable[[int, int], bytes]:
+        """The multiproof of a roster, the run [start, stop) of ``ring`` (the advertised ids
+        in ring order, laid twice end to end); without device_auth, none (b""). Built from
+        the advertised devices' admissions, each already verified (:class:`ProofNodes`): a
+        roster's proof needs only siblings on its own entries' paths. The leaves are in ring
+        order, so a roster's positions are a few runs of consecutive ones, broken where a
+        device did not advertise: found by bisection, not by a pass over its k entries."""
+        if not self.config.device_auth:
+            return lambda start, stop: b""
+        n = self.config.num_devices
+        positions = ring_positions(self.config.graph_seed, n)[1].tolist()
+        nodes = ProofNodes(n)
+        for u, advert in adverts.items():
+            if advert.admission is not None:  # (always, with device_auth: stage 0 checks it)
+                nodes.add(positions[u], advert.admission.proof)
+        # increasing (sorted: the complete graph's ring is in id order)
+        at = sorted(positions[u] for u in ring)
+        m = len(at)
+        breaks = [j for j in range(m - 1) if at[j + 1] != at[j] + 1]  # a run ends at j
+
+        def runs_of(a: int, b: int) -> list[list[int]]:  # [a, b) within one lap
+            out, first = [], a
+            for j in breaks[bisect.bisect_left(breaks, a):bisect.bisect_left(breaks, b - 1)]:
+                out.append([at[first], at[j]])
+                first = j + 1
+            out.append([at[first], at[b - 1]])
+            return out
+
+        def prove(start: int, stop: int) -> bytes:
+            if stop <= m:
+                runs = runs_of(start, stop)
+            else:  # across the seam: the lap's head holds the lower positions
+                runs = runs_of(0, stop - m)
+                tail = runs_of(start, m)
+                if runs[-1][1] + 1 == tail[0][0]:
+                    runs[-1][1] = tail.pop(0)[1]
+                runs += tail
+            return nodes.prove_runs(runs)
+
+        return prove
 
     # -- stage 1: share keys -------------------------------------------------------------------
 

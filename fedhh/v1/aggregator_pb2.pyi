@@ -162,10 +162,24 @@ class AwaitStageRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ShareKeysRequest(_message.Message):
-    __slots__ = ("roster",)
-    ROSTER_FIELD_NUMBER: _ClassVar[int]
-    roster: _containers.RepeatedCompositeFieldContainer[DeviceKeys]
-    def __init__(self, roster: _Optional[_Iterable[_Union[DeviceKeys, _Mapping]]] = ...) -> None: ...
+    __slots__ = ("entries", "range_proof")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    RANGE_PROOF_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[RosterEntry]
+    range_proof: bytes
+    def __init__(self, entries: _Optional[_Iterable[_Union[RosterEntry, _Mapping]]] = ..., range_proof: _Optional[bytes] = ...) -> None: ...
+
+class RosterEntry(_message.Message):
+    __slots__ = ("device_id", "identity_key", "c_pk", "s_pk")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
+    C_PK_FIELD_NUMBER: _ClassVar[int]
+    S_PK_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    identity_key: bytes
+    c_pk: bytes
+    s_pk: bytes
+    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ...) -> None: ...
 
 class MaskedInputRequest(_message.Message):
     __slots__ = ("shares", "srcs", "ciphertexts")

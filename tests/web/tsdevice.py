@@ -119,7 +119,8 @@ class TypeScriptDevice:
     def share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:
         out = self._call("share_keys", request={
             "session_id": request.session_id.hex(), "device_id": request.device_id,
-            "roster": [_advert_out(e) for e in request.roster]})
+            "roster": [_advert_out(e) for e in request.roster],
+            "range_proof": request.range_proof.hex()})
         shares = tuple(EncryptedShare(s["src"], s["dst"], bytes.fromhex(s["ciphertext"]))
                        for s in out["shares"])
         return ShareKeysResponse(bytes.fromhex(out["session_id"]), out["device_id"], shares,

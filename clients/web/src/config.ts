@@ -3,7 +3,7 @@
  * fedhh/rpc/tasks.py define them: parsing the canonical config bytes, the session id, and
  * Ed25519 verification against the coordinator's key.
  *
- * Canonical config bytes: the config label, then ">HB" (version 4, len(round_id)), round_id,
+ * Canonical config bytes: the config label, then ">HB" (version 5, len(round_id)), round_id,
  * then ">IIBIII32sB5Q32s": n, D, modulus bits, n_min, k, t, graph_seed, flags, five stage
  * deadlines (Unix ms) and identity_root (zeros without device_auth). The checks are those of
  * RoundConfig.__post_init__ and from_bytes, so both implementations accept the same configs.
@@ -13,7 +13,7 @@ import { type Bytes, concat, equal, utf8 } from "./bytes.js";
 import { MAX_DIMENSION } from "./prg.js";
 import { LABELS, ed25519Verify, sha256 } from "./primitives.js";
 
-const VERSION = 4;
+const VERSION = 5;
 const BODY_BYTES = 4 + 4 + 1 + 4 + 4 + 4 + 32 + 1 + 5 * 8 + 32;
 const FLAG_DEVICE_AUTH = 1;
 const FLAG_CONSISTENCY = 2;

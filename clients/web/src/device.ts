@@ -18,7 +18,7 @@ import { boundAccepts, lyingServerBound } from "./bounds.js";
 import { type Bytes, equal, toHex } from "./bytes.js";
 import { type RoundConfig, ConfigError, sessionIdOf, verifyConfig } from "./config.js";
 import { neighboursOf, survivorsConnected } from "./graph.js";
-import { type Admission, verifyAdmission } from "./merkle.js";
+import { type Admission, type Member, verifyAdmission, verifyMembers } from "./merkle.js";
 import type { MaskVector } from "./prg.js";
 import { KEY_BYTES, ed25519PublicFromSeed, ed25519Sign, ed25519Verify } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
@@ -35,7 +35,10 @@ export interface AdvertiseKeys {
   sPk: Uint8Array;
   admission: Admission | null;
 }
-export interface ShareKeysRequest { sessionId: Uint8Array; deviceId: number; roster: AdvertiseKeys[] }
+/** rangeProof (device_auth): the one Merkle multiproof of every entry's keys (merkle.ts). */
+export interface ShareKeysRequest {
+  sessionId: Uint8Array; deviceId: number; roster: AdvertiseKeys[]; rangeProof: Uint8Array;
+}
 export interface ShareKeysResponse {
   sessionId: Bytes; deviceId: number; shares: EncryptedShare[]; bCommitment: Bytes;
 }
@@ -121,10 +124,11 @@ function fingerprint(value: unknown): string {
     v instanceof Uint8Array ? `0x${toHex(v)}` : typeof v === "bigint" ? `${v}n` : v);
 }
 
+/** The same admitted keys, the proofs aside (a roster entry carries none). */
 function sameAdmission(a: Admission | null, b: Admission | null): boolean {
   if (a === null || b === null) return a === b;
   return a.deviceId === b.deviceId && equal(a.identityKey, b.identityKey) && equal(a.cPk, b.cPk)
-    && equal(a.sPk, b.sPk) && equal(a.proof, b.proof);
+    && equal(a.sPk, b.sPk);
 }
 
 function sameAdvert(a: AdvertiseKeys, b: AdvertiseKeys): boolean {
@@ -245,7 +249,7 @@ export class SecAggDevice {
   async shareKeys(request: ShareKeysRequest): Promise<ShareKeysResponse> {
     const entry = this.enter(DeviceState.ADVERTISED, request);
     if (entry.hit) return entry.response as ShareKeysResponse;
-    const others = await this.checkRoster(request.roster);
+    const others = await this.checkRoster(request.roster, request.rangeProof);
     const keys = this.keys;
     if (keys === null) throw this.fail("wrong_state", "no round keys");
     const me = this.deviceId;
@@ -269,7 +273,7 @@ export class SecAggDevice {
     return response;
   }
 
-  private async checkRoster(roster: AdvertiseKeys[]): Promise<AdvertiseKeys[]> {
+  private async checkRoster(roster: AdvertiseKeys[], rangeProof: Uint8Array): Promise<AdvertiseKeys[]> {
     const ids = roster.map((e) => e.deviceId);
     if (new Set(ids).size !== ids.length) throw this.fail("malformed", "a device appears twice in the roster");
     if (roster.some((e) => !equal(e.sessionId, this.sessionId))) {
@@ -296,12 +300,17 @@ export class SecAggDevice {
     }
     if (seen.size !== 2 * roster.length) throw this.fail("duplicate_key", "two roster keys are equal");
     if (cfg.deviceAuth) {
-      for (const e of others) {
+      const members: Array<[number, Member]> = [];
+      for (const e of roster) {
         const adm = e.admission;
         if (adm === null || adm.deviceId !== e.deviceId || !equal(adm.cPk, e.cPk)
-            || !equal(adm.sPk, e.sPk) || !(await verifyAdmission(adm, cfg))) {
+            || !equal(adm.sPk, e.sPk)) {
           throw this.fail("bad_signature", `entry of ${e.deviceId}`);
         }
+        members.push([e.deviceId, [adm.identityKey, adm.cPk, adm.sPk]]);
+      }
+      if (!(rangeProof instanceof Uint8Array) || !(await verifyMembers(members, rangeProof, cfg))) {
+        throw this.fail("bad_signature", "the roster's keys are not the committed ones");
       }
     }
     return others;

@@ -101,11 +101,6 @@ export function admissionToPb(a: Admission): SecAggAdmission {
                                          cPk: a.cPk, sPk: a.sPk, proof: a.proof });
 }
 
-function admissionFromPb(a: SecAggAdmission): Admission {
-  return { deviceId: a.deviceId, identityKey: a.identityKey, cPk: a.cPk, sPk: a.sPk,
-           proof: a.proof };
-}
-
 function keysToPb(message: AdvertiseKeys): DeviceKeys {
   return create(DeviceKeysSchema, {
     deviceId: message.deviceId, cPk: message.cPk, sPk: message.sPk,
@@ -136,9 +131,13 @@ export function requestFromPb(sessionId: Uint8Array, deviceId: number, message: 
   const request = message.request;
   switch (request.case) {
     case "shareKeys":
-      return { sessionId, deviceId, roster: request.value.roster.map((e) => ({
-        sessionId, deviceId: e.deviceId, cPk: e.cPk, sPk: e.sPk,
-        admission: e.admission === undefined ? null : admissionFromPb(e.admission) })) };
+      // (an entry's identity key and round keys, its proof the request's one range proof)
+      return { sessionId, deviceId, rangeProof: request.value.rangeProof,
+               roster: request.value.entries.map((e) => ({
+                 sessionId, deviceId: e.deviceId, cPk: e.cPk, sPk: e.sPk,
+                 admission: e.identityKey.length === 0 ? null
+                   : { deviceId: e.deviceId, identityKey: e.identityKey, cPk: e.cPk, sPk: e.sPk,
+                       proof: new Uint8Array(0) } })) };
     case "maskedInput":
       return { sessionId, deviceId, shares: sharesFromPb(request.value.shares) };
     case "consistencyCheck":

@@ -70,7 +70,8 @@ async function handle(m: Json): Promise<Json> {
       return advertOut(device.advertiseKeys());
     case "share_keys": {
       const out = await device.shareKeys({ sessionId: fromHex(r.session_id), deviceId: r.device_id,
-                                           roster: r.roster.map(advertIn) });
+                                           roster: r.roster.map(advertIn),
+                                           rangeProof: fromHex(r.range_proof) });
       return { session_id: toHex(out.sessionId), device_id: out.deviceId,
                shares: out.shares.map((s) => ({ src: s.src, dst: s.dst, ciphertext: toHex(s.ciphertext) })),
                b_commitment: toHex(out.bCommitment) };

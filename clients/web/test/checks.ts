@@ -20,7 +20,7 @@ import {
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig } from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
   from "../src/graph.js";
-import { cohortSalt, rootFromProof, verifyAdmission } from "../src/merkle.js";
+import { cohortSalt, leafHash, proofHashes, rootFromLeaves, verifyAdmission } from "../src/merkle.js";
 import { addMask, checkModulusBits, generateMask, pairMaskKey, selfMaskKey, vectorBytes, zeros }
   from "../src/prg.js";
 import {
@@ -268,17 +268,38 @@ async function merkle(V: Json): Promise<void> {
   for (const c of V.merkle.trees) {
     const salt = await cohortSalt(fromHex(c.round_id), fromHex(c.graph_seed), c.n);
     equal(toHex(salt), c.salt, "cohort salt");
+    const order = await ringOrder(fromHex(c.graph_seed), c.n);
+    const leaves: Uint8Array[] = [];
     for (const [i, proofHex] of c.proofs.entries()) {
       const keys = c.members[i].map(fromHex);
-      const root = await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex));
+      const position: number = c.positions[i];
+      equal(order[position], i + 1, `device ${i + 1} at its ring position`);
+      const leaf = await leafHash(salt, i + 1, keys);
+      leaves[position] = leaf;
+      const root = await rootFromLeaves(c.n, [[position, leaf]], fromHex(proofHex));
       equal(root === null ? null : toHex(root), c.root, `root from device ${i + 1}'s proof`);
       if (c.n > 1) {
         const other = keys.map((k: Uint8Array) => Uint8Array.from(k));
         other[1][0] ^= 1; // another c_pk: another leaf, another root
-        const forged = await rootFromProof(salt, c.n, i + 1, other, fromHex(proofHex));
+        const forged = await rootFromLeaves(c.n, [[position, await leafHash(salt, i + 1, other)]],
+                                            fromHex(proofHex));
         ok(forged !== null && toHex(forged) !== c.root, "a substituted key changes the root");
-        equal(await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex).subarray(32)), null,
+        equal(await rootFromLeaves(c.n, [[position, leaf]], fromHex(proofHex).subarray(32)), null,
               "a proof one hash short");
+      }
+    }
+    for (const m of c.multiproofs) {
+      const proof = fromHex(m.proof);
+      equal(proofHashes(c.n, m.positions) * 32, proof.length, "a multiproof's length");
+      const held = m.positions.map((p: number) => [p, leaves[p]!] as const);
+      const root = await rootFromLeaves(c.n, held, proof);
+      equal(root === null ? null : toHex(root), c.root, `multiproof of ${m.positions.length} leaves`);
+      if (proof.length > 0) {
+        const flipped = Uint8Array.from(proof);
+        flipped[proof.length - 1]! ^= 1;
+        const forged = await rootFromLeaves(c.n, held, flipped);
+        ok(forged === null || toHex(forged) !== c.root, "a multiproof with a flipped byte");
+        equal(await rootFromLeaves(c.n, held, proof.subarray(32)), null, "a multiproof one hash short");
       }
     }
   }

@@ -13,6 +13,7 @@ import { type Bytes, concat, u32, utf8 } from "../src/bytes.js";
 import { COHORT_TASK_CONTEXT } from "../src/config.js";
 import { type SignedTask, type Task, SignedTaskSchema, TaskSchema
 } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { ringOrder } from "../src/graph.js";
 import { type Member, cohortSalt, leafHash } from "../src/merkle.js";
 import { LABELS, ed25519Sign, sha256 } from "../src/primitives.js";
 
@@ -25,7 +26,7 @@ export interface RoundSpec {
   dimension: number;
   /** The five stage deadlines, Unix ms. */
   deadlines: readonly bigint[];
-  /** The encoding's version (4, the current one, if left out) and flags (3 if left out): a
+  /** The encoding's version (5, the current one, if left out) and flags (3 if left out): a
    * coordinator of another fedhh version. */
   version?: number;
   flags?: number;
@@ -46,14 +47,16 @@ function u64(value: bigint): Bytes {
 }
 
 /**
- * The identity root over members 1..n (`member(id)`'s keys) and the inclusion proof of
- * member `id` (merkle.py: an odd last node is carried up unchanged).
+ * The identity root over members 1..n (`member(id)`'s keys, each leaf at the member's ring
+ * position) and the inclusion proof of member `id` (merkle.py: an odd last node is carried up
+ * unchanged).
  */
-async function rootAndProof(salt: Uint8Array, n: number, member: (id: number) => Member,
-                            id: number): Promise<{ root: Bytes; proof: Bytes }> {
-  let level = await Promise.all(Array.from({ length: n }, (_, i) =>
-    leafHash(salt, i + 1, member(i + 1))));
-  let index = id - 1;
+async function rootAndProof(salt: Uint8Array, graphSeed: Uint8Array, n: number,
+                            member: (id: number) => Member, id: number
+): Promise<{ root: Bytes; proof: Bytes }> {
+  const order = await ringOrder(graphSeed, n);
+  let level = await Promise.all(order.map((u) => leafHash(salt, u, member(u))));
+  let index = order.indexOf(id);
   const proof: Bytes[] = [];
   while (level.length > 1) {
     const sibling = level[index ^ 1];
@@ -82,9 +85,9 @@ export async function signedRound(spec: RoundSpec, own: Member, coordinatorSeed:
   // The other members' keys: any 32 bytes (the tree only hashes them).
   const key = (byte: number) => new Uint8Array(32).fill(byte);
   const member = (id: number): Member => id === 1 ? own : [key(id), key(id + 1), key(id + 2)];
-  const { root, proof } = await rootAndProof(salt, spec.n, member, 1);
+  const { root, proof } = await rootAndProof(salt, graphSeed, spec.n, member, 1);
   const config = concat(
-    LABELS.config, u16(spec.version ?? 4), u8(roundId.length), roundId,
+    LABELS.config, u16(spec.version ?? 5), u8(roundId.length), roundId,
     u32(spec.n), u32(spec.dimension), u8(16), u32(spec.nMin), u32(spec.k), u32(spec.t),
     graphSeed, u8(spec.flags ?? 3 /* device_auth | consistency_check */),
     ...spec.deadlines.map(u64), root);

@@ -354,8 +354,8 @@ test("a task of a coordinator newer than the page's code is refused at no cost, 
   // A config the page cannot read names no seat it could give up; a task it cannot take in a
   // round it can read is declined.
   const cases: [string, RoundSpec, TaskFields, RegExp, number][] = [
-    ["a config version", { ...SMALL, version: 5 }, {},
-     /ConfigError: unsupported RoundConfig version 5 \(this device reads version 4\): /, 0],
+    ["a config version", { ...SMALL, version: 6 }, {},
+     /ConfigError: unsupported RoundConfig version 6 \(this device reads version 5\): /, 0],
     ["a config flag", { ...SMALL, flags: 7 }, {}, /ConfigError: unknown RoundConfig flags 0x7: /,
      0],
     ["a codebook", SMALL, { codec: "french" }, /^unknown codebook "french"; .* A task that names it: /,
@@ -372,8 +372,8 @@ test("a task of a coordinator newer than the page's code is refused at no cost, 
     assert.deepEqual([round.spent, round.sent, round.declined], [0, 0, declined], what);
   }
   // The other way round: a coordinator older than the page's code.
-  const older = await oneRound({ ...SMALL, version: 3 });
-  assert.match(older.result.detail, /ConfigError: unsupported RoundConfig version 3 \(this device reads version 4\): the coordinator is older than this page's device code: the operator must serve the bundle built from the coordinator's fedhh version, or upgrade the coordinator$/);
+  const older = await oneRound({ ...SMALL, version: 4 });
+  assert.match(older.result.detail, /ConfigError: unsupported RoundConfig version 4 \(this device reads version 5\): the coordinator is older than this page's device code: the operator must serve the bundle built from the coordinator's fedhh version, or upgrade the coordinator$/);
   assert.deepEqual([older.spent, older.sent, older.declined], [0, 0, 0]);
 });
 

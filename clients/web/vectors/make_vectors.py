@@ -402,20 +402,28 @@ def graph_vectors() -> dict[str, Any]:
 
 
 def merkle_vectors() -> dict[str, Any]:
-    """Cohort trees (every member's proof) and an admission from a device_auth cohort."""
+    """Cohort trees (each member's leaf position, its proof, and multiproofs for runs and
+    scattered sets of positions) and admissions from a device_auth cohort."""
     rand = stream("merkle")
     trees = []
-    for n in (1, 2, 3, 5, 8, 13):
+    for n in (1, 2, 3, 5, 8, 13, 37):
         round_id, seed = b"round-" + str(n).encode(), rand(32)
         members = [(rand(32), rand(32), rand(32)) for _ in range(n)]
         tree = IdentityTree(round_id, seed, members)
+        positions = [tree.position(u) for u in range(1, n + 1)]
         proofs = [tree.proof(u).hex() for u in range(1, n + 1)]
         salt = cohort_salt(round_id, seed, n)
-        assert all(root_from_proof(salt, n, u, members[u - 1], bytes.fromhex(proofs[u - 1]))
-                   == tree.root for u in range(1, n + 1))
+        assert all(root_from_proof(salt, n, positions[u - 1], u, members[u - 1],
+                                   bytes.fromhex(proofs[u - 1])) == tree.root
+                   for u in range(1, n + 1))
+        picks = int.from_bytes(rand(8), "big")
+        sets = [list(range(n)), [n - 1], sorted({(picks >> i) % n for i in range(0, 40, 5)}),
+                sorted({*range(max(0, n - 3), n), *range(min(n, 3))})]
+        multiproofs = [{"positions": ps, "proof": tree.prove(ps).hex()} for ps in sets]
         trees.append({"round_id": round_id.hex(), "graph_seed": seed.hex(), "n": n,
                       "salt": salt.hex(), "root": tree.root.hex(),
-                      "members": [[k.hex() for k in m] for m in members], "proofs": proofs})
+                      "members": [[k.hex() for k in m] for m in members], "positions": positions,
+                      "proofs": proofs, "multiproofs": multiproofs})
     cohort = make_cohort(n=6, dimension=10, k=4, t=2, device_auth=True, consistency_check=True,
                          seed=b"web-vectors-auth")
     admissions = [{"device_id": a.device_id, "identity_key": a.identity_key.hex(),

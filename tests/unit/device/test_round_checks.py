@@ -6,24 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from fedhh.secagg import Admission, PublicChecks, RoundConfig, Stage, verify_admission
+from fedhh.secagg import PublicChecks, Stage
 from fedhh.secagg.simulate import Cohort, make_cohort
-from fedhh_device import secagg_run
 from fedhh_device.secagg_run import RoundChecks, memoised_checks
-
-
-def _counted_admissions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The ids of the admissions the memo verifies from now on (each call's)."""
-    verified: list[int] = []
-
-    def counted(admission: Admission, config: RoundConfig) -> bool:
-        verified.append(admission.device_id)
-        return verify_admission(admission, config)
-
-    monkeypatch.setattr(secagg_run, "verify_admission", counted)
-    return verified
 
 
 def _share_keys_of_every_device(cohort: Cohort, checks: PublicChecks) -> None:
@@ -36,40 +21,36 @@ def _share_keys_of_every_device(cohort: Cohort, checks: PublicChecks) -> None:
         devices[u].share_keys(request)  # type: ignore[arg-type]
 
 
-def test_a_round_s_checks_are_computed_once_per_value_for_all_its_devices(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round_s_checks_are_computed_once_per_value_for_all_its_devices() -> None:
     n, k = 30, 8
     cohort = make_cohort(n, 16, k, 5, n_min=5, device_auth=True, consistency_check=True)
-    verified = _counted_admissions(monkeypatch)
     rounds = RoundChecks()
     with rounds.of(cohort.signed.payload) as checks:
         _share_keys_of_every_device(cohort, checks)
-        # n devices checked k admissions and parsed 2k keys each (each device its own copy of
-        # the config): n admissions and 2n keys, each computed once.
-        assert sorted(verified) == list(range(1, n + 1))
+        # n devices hashed the k + 1 leaves of their rosters and parsed 2k keys each (each
+        # device its own copy of the config): n leaves and 2n keys, each computed once.
+        leaves = checks.members.keywords["leaf"].cache_info()  # type: ignore[attr-defined]
+        assert (leaves.misses, leaves.hits) == (n, n * (k + 1) - n)
         keys = checks.peer_key.cache_info()  # type: ignore[attr-defined]
         assert (keys.misses, keys.hits) == (2 * n, 2 * n * k - 2 * n)
 
 
-def test_a_remembered_admission_s_verdict_is_that_of_the_config_s_identity_tree(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remembered_leaf_is_that_of_the_config_s_identity_tree() -> None:
+    """The memo is of leaf hashes, keyed by the round's salt, id and keys: a roster proof is
+    checked against each config's own root, and keys swapped for another device's or an
+    admission of another round are refused however many leaves are remembered."""
     cohort = make_cohort(12, 16, 4, 3, n_min=3, device_auth=True, seed=1)
     other = make_cohort(12, 16, 4, 3, n_min=3, device_auth=True, seed=2)
     admission, config = cohort.admissions[3], cohort.config
-    admitted = memoised_checks().admission
-    verified = _counted_admissions(monkeypatch)
-    assert admitted(admission, config)
-    assert admitted(admission, dataclasses.replace(config))  # an equal config: remembered
-    assert verified == [3]
-    # Another tree (its root and salt) or no authentication: verified afresh,
-    # and refused; so is an admission whose keys were swapped for another device's.
-    assert not admitted(admission, other.config)
-    assert not admitted(admission, dataclasses.replace(config, device_auth=False,
-                                                       identity_root=None))
+    members = memoised_checks().members
+    assert members([(3, admission.keys)], admission.proof, config)
+    assert members([(3, admission.keys)], admission.proof, dataclasses.replace(config))
+    assert not members([(3, admission.keys)], admission.proof, other.config)
+    assert not members([(3, admission.keys)], admission.proof, dataclasses.replace(
+        config, device_auth=False, identity_root=None))
     forged = dataclasses.replace(admission, s_pk=cohort.admissions[4].s_pk)
-    assert not admitted(forged, config)
-    assert verified == [3, 3, 3, 3]
-    assert admitted(admission, config) and verified == [3, 3, 3, 3]
+    assert not members([(3, forged.keys)], admission.proof, config)
+    assert not members([(3, other.admissions[3].keys)], other.admissions[3].proof, config)
 
 
 def test_each_round_has_its_memo_and_it_ends_with_the_round_s_last_device() -> None:

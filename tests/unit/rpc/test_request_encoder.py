@@ -12,8 +12,8 @@ from fedhh.rpc.aggregator_wire import (
     RequestEncoder,
     RequestForm,
     _IdVarints,
-    keys_to_pb,
     request_from_pb,
+    roster_entry_to_pb,
     stage_to_pb,
 )
 from fedhh.secagg import Stage
@@ -62,9 +62,11 @@ def test_roster_runs_are_protobufs_encoding(entries: list[tuple[int, bytes, bool
             start = data.draw(st.integers(0, size))
             stop = data.draw(st.integers(start, min(start + size, 2 * size)))
             span = RingRun(ring, start, stop)
-            plain = ShareKeysRequest(SID, 1, tuple(span))
-            assert encoder.ready(ShareKeysRequest(SID, 1, span)) == encoder.ready(plain) \
-                == _ready(share_keys=pb.ShareKeysRequest(roster=map(keys_to_pb, tuple(span))))
+            proof = data.draw(st.binary(max_size=200))
+            plain = ShareKeysRequest(SID, 1, tuple(span), proof)
+            assert encoder.ready(ShareKeysRequest(SID, 1, span, proof)) == encoder.ready(plain) \
+                == _ready(share_keys=pb.ShareKeysRequest(
+                    entries=map(roster_entry_to_pb, tuple(span)), range_proof=proof))
         entries = entries[::-1]
 
 
@@ -72,12 +74,25 @@ def test_roster_runs_are_protobufs_encoding(entries: list[tuple[int, bytes, bool
 @given(st.lists(st.tuples(ids, st.binary(min_size=0, max_size=40), st.booleans()),
                 max_size=20, unique_by=lambda t: t[0]))
 def test_rosters_are_protobufs_encoding(entries: list[tuple[int, bytes, bool]]) -> None:
+    """Each entry is its id and keys (its admission's proof left out), and the one range proof
+    follows them."""
     encoder = RequestEncoder()
     roster = tuple(_entry(*e) for e in entries)
-    expected = _ready(share_keys=pb.ShareKeysRequest(roster=[keys_to_pb(e) for e in roster]))
+    proof = bytes(range(64))
+    expected = _ready(share_keys=pb.ShareKeysRequest(
+        entries=[roster_entry_to_pb(e) for e in roster], range_proof=proof))
     # twice: the second answer is built from the memoised entries
     for _ in range(2):
-        assert encoder.ready(ShareKeysRequest(SID, 1, roster)) == expected
+        assert encoder.ready(ShareKeysRequest(SID, 1, roster, proof)) == expected
+    decoded = request_from_pb(SID, 1, pb.AwaitStageResponse.FromString(expected))
+    assert isinstance(decoded, ShareKeysRequest) and decoded.range_proof == proof
+    for entry, back in zip(roster, decoded.roster, strict=True):
+        assert (back.device_id, back.c_pk, back.s_pk) == (entry.device_id, entry.c_pk, entry.s_pk)
+        if entry.admission is None or not entry.admission.identity_key:
+            assert back.admission is None
+        else:
+            assert back.admission == Admission(entry.device_id, entry.admission.identity_key,
+                                               entry.c_pk, entry.s_pk, b"")
 
 
 @settings(max_examples=60, deadline=None)

@@ -18,7 +18,7 @@ def _consistency(ids: list[int]) -> pb.AwaitStageResponse:
 def _roster(*device_ids: int) -> pb.AwaitStageResponse:
     out = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY)
     for i in device_ids:
-        out.share_keys.roster.add(device_id=i, c_pk=bytes([i]) * 32, s_pk=bytes([i + 1]) * 32)
+        out.share_keys.entries.add(device_id=i, c_pk=bytes([i]) * 32, s_pk=bytes([i + 1]) * 32)
     return out
 
 
@@ -41,5 +41,5 @@ def test_equal_roster_entries_are_shared_within_a_session_only() -> None:
     assert other.roster[0] is not second.roster[0]  # type: ignore[union-attr]
     assert other.roster[0].session_id == b"t" * 16  # type: ignore[union-attr]
     changed = _roster(3)
-    changed.share_keys.roster[0].s_pk = b"\x09" * 32
+    changed.share_keys.entries[0].s_pk = b"\x09" * 32
     assert request_from_pb(SESSION, 6, changed).roster[0].s_pk == b"\x09" * 32  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from fedhh.secagg.config import (
     verify_admission,
 )
 from fedhh.secagg.errors import SecAggConfigError
+from fedhh.secagg.graph import ring_order
 from fedhh.secagg.merkle import (
     HASH_BYTES,
     Member,
@@ -65,14 +66,24 @@ def test_every_member_verifies_and_proofs_are_short(n: int) -> None:
     tree = IdentityTree(ROUND, SEED, keys)
     depth = math.ceil(math.log2(n)) if n > 1 else 0
     for i in range(1, n + 1):
-        proof = tree.proof(i)
-        assert len(proof) == HASH_BYTES * proof_hashes(n, i) <= HASH_BYTES * depth
-        assert root_from_proof(tree.salt, n, i, keys[i - 1], proof) == tree.root
+        proof, position = tree.proof(i), tree.position(i)
+        assert len(proof) == HASH_BYTES * proof_hashes(n, [position]) <= HASH_BYTES * depth
+        assert root_from_proof(tree.salt, n, position, i, keys[i - 1], proof) == tree.root
+
+
+def test_leaves_are_in_ring_order() -> None:
+    """Position p holds the leaf of the device at ring position p, so that a device's
+    neighbours are one run of leaves."""
+    n = 9
+    tree = IdentityTree(ROUND, SEED, keys_for(n))
+    order = ring_order(SEED, n).tolist()
+    assert sorted(order) == list(range(1, n + 1))
+    assert [tree.position(i) for i in order] == list(range(n))
 
 
 def test_shape_carries_an_odd_node_up() -> None:
-    """n = 5: leaves 1-4 pair up twice; leaf 5 has no sibling until the top level."""
-    assert [proof_hashes(5, i) for i in range(1, 6)] == [3, 3, 3, 3, 1]
+    """n = 5: positions 0-3 pair up twice; position 4 has no sibling until the top level."""
+    assert [proof_hashes(5, [p]) for p in range(5)] == [3, 3, 3, 3, 1]
     keys = keys_for(5)
     tree = IdentityTree(ROUND, SEED, keys)
     salt = cohort_salt(ROUND, SEED, 5)
@@ -80,10 +91,11 @@ def test_shape_carries_an_odd_node_up() -> None:
     def node(a: bytes, b: bytes) -> bytes:
         return hashlib.sha256(LABELS["merkle-node"] + a + b).digest()
 
-    leaves = [leaf_hash(salt, i, k) for i, k in enumerate(keys, start=1)]
+    leaves = [leaf_hash(salt, i, keys[i - 1]) for i in ring_order(SEED, 5).tolist()]
     expected = node(node(node(leaves[0], leaves[1]), node(leaves[2], leaves[3])), leaves[4])
     assert tree.root == expected
-    assert tree.proof(5) == node(node(leaves[0], leaves[1]), node(leaves[2], leaves[3]))
+    last = int(ring_order(SEED, 5)[4])
+    assert tree.proof(last) == node(node(leaves[0], leaves[1]), node(leaves[2], leaves[3]))
 
 
 def test_leaves_and_nodes_are_domain_separated() -> None:
@@ -194,4 +206,4 @@ def test_known_root() -> None:
     assert tree.root.hex() == KNOWN_ROOT
 
 
-KNOWN_ROOT = "36fb1ee601132f039794ebb77e273114a45505dc2387c220fc07d3d14c024c10"
+KNOWN_ROOT = "2f3b11fa9a649e6064f0091d051cb4e0c0b8f22dd9368ad7895d63206da7e687"

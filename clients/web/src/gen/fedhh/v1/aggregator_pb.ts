@@ -24,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fedhh/v1/aggregator.proto.
  */
 export const file_fedhh_v1_aggregator: GenFile = /*@__PURE__*/
-  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIlYKDkRlY2xpbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscyKQAQoRQXdhaXRTdGFnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEiQKBXN0YWdlGAMgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USDwoHd2FpdF9tcxgEIAEoDSI4ChBTaGFyZUtleXNSZXF1ZXN0EiQKBnJvc3RlchgBIAMoCzIULmZlZGhoLnYxLkRldmljZUtleXMiYQoSTWFza2VkSW5wdXRSZXF1ZXN0EigKBnNoYXJlcxgBIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEgwKBHNyY3MYAiADKA0SEwoLY2lwaGVydGV4dHMYAyABKAwiPgoSQ29uc2lzdGVuY3lSZXF1ZXN0EhEKCXN1cnZpdm9ycxgBIAMoDRIVCg1zdXJ2aXZvcl9iaXRzGAIgASgMImEKDVVubWFza1JlcXVlc3QSDQoFYWxpdmUYASADKA0SDwoHZHJvcHBlZBgCIAMoDRIwCgpzaWduYXR1cmVzGAMgAygLMhwuZmVkaGgudjEuTmVpZ2hib3VyU2lnbmF0dXJlIqoCChJBd2FpdFN0YWdlUmVzcG9uc2USJQoGc3RhdHVzGAEgASgOMhUuZmVkaGgudjEuQXdhaXRTdGF0dXMSMAoKc2hhcmVfa2V5cxgCIAEoCzIaLmZlZGhoLnYxLlNoYXJlS2V5c1JlcXVlc3RIABI0CgxtYXNrZWRfaW5wdXQYAyABKAsyHC5mZWRoaC52MS5NYXNrZWRJbnB1dFJlcXVlc3RIABI5ChFjb25zaXN0ZW5jeV9jaGVjaxgEIAEoCzIcLmZlZGhoLnYxLkNvbnNpc3RlbmN5UmVxdWVzdEgAEikKBnVubWFzaxgFIAEoCzIXLmZlZGhoLnYxLlVubWFza1JlcXVlc3RIABIUCgxhYm9ydF9yZWFzb24YBiABKAlCCQoHcmVxdWVzdCKxAQoTU3VibWl0U2hhcmVzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSKAoGc2hhcmVzGAMgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUSFAoMYl9jb21taXRtZW50GAQgASgMEhQKDHdhaXRfbmV4dF9tcxgFIAEoDSKbAQoRTWFza2VkSW5wdXRIZWFkZXISEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEhMKC3RvdGFsX2J5dGVzGAMgASgEEhQKDHdhaXRfbmV4dF9tcxgEIAEoDRIVCg12ZWN0b3Jfc2hhMjU2GAUgASgMIlkKEE1hc2tlZElucHV0Q2h1bmsSLQoGaGVhZGVyGAEgASgLMhsuZmVkaGgudjEuTWFza2VkSW5wdXRIZWFkZXJIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCJJCgxNYXNrZWRWZWN0b3ISKwoGaGVhZGVyGAEgASgLMhsuZmVkaGgudjEuTWFza2VkSW5wdXRIZWFkZXISDAoEZGF0YRgCIAEoDCKJAQoYU3VibWl0Q29uc2lzdGVuY3lSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxIRCglzaWduYXR1cmUYAyABKAwSFAoMd2FpdF9uZXh0X21zGAQgASgNIqsBChNTdWJtaXRVbm1hc2tSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxImCghiX3NoYXJlcxgDIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSJgoIc19zaGFyZXMYBCADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlIr8BCgtTZXNzaW9uT3BlbhISCgpzZXNzaW9uX2lkGAEgASgMEiwKCWFkbWlzc2lvbhgCIAEoCzIZLmZlZGhoLnYxLlNlY0FnZ0FkbWlzc2lvbhIRCglzaWduYXR1cmUYAyABKAwSEQoJYWR2ZXJ0aXNlGAQgASgIEhgKEHVubWFza19pbl9zdGF0dXMYBSABKAgSFwoPcGFja2VkX3JlcXVlc3RzGAYgASgIEhUKDXN1cnZpdm9yX2JpdHMYByABKAgicgoNU2Vzc2lvblNoYXJlcxIoCgZzaGFyZXMYASADKAsyGC5mZWRoaC52MS5FbmNyeXB0ZWRTaGFyZRIUCgxiX2NvbW1pdG1lbnQYAiABKAwSDAoEZHN0cxgDIAMoDRITCgtjaXBoZXJ0ZXh0cxgEIAEoDCJJCg1TZXNzaW9uVmVjdG9yEhMKC3RvdGFsX2J5dGVzGAEgASgEEhUKDXZlY3Rvcl9zaGEyNTYYAiABKAwSDAoEZGF0YRgDIAEoDCKnAQoNU2Vzc2lvblVubWFzaxImCghiX3NoYXJlcxgBIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSJgoIc19zaGFyZXMYAiADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEhAKCGJfb3duZXJzGAMgAygNEhAKCGJfdmFsdWVzGAQgASgMEhAKCHNfb3duZXJzGAUgAygNEhAKCHNfdmFsdWVzGAYgASgMIrUCCg5TZXNzaW9uTWVzc2FnZRIlCgRvcGVuGAEgASgLMhUuZmVkaGgudjEuU2Vzc2lvbk9wZW5IABIkCgRrZXlzGAIgASgLMhQuZmVkaGgudjEuRGV2aWNlS2V5c0gAEikKBnNoYXJlcxgDIAEoCzIXLmZlZGhoLnYxLlNlc3Npb25TaGFyZXNIABIwCg1tYXNrZWRfdmVjdG9yGAQgASgLMhcuZmVkaGgudjEuU2Vzc2lvblZlY3RvckgAEhUKC3ZlY3Rvcl9kYXRhGAUgASgMSAASHwoVY29uc2lzdGVuY3lfc2lnbmF0dXJlGAYgASgMSAASKQoGdW5tYXNrGAcgASgLMhcuZmVkaGgudjEuU2Vzc2lvblVubWFza0gAEg4KBnJlc2VudBgIIAEoCEIGCgRwYXJ0IoYCCgxTZXNzaW9uRXZlbnQSEwoJY2hhbGxlbmdlGAEgASgMSAASLAoEbmV4dBgCIAEoCzIcLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXNwb25zZUgAEioKBnVubWFzaxgDIAEoCzIYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlSAASKwoHcmVmdXNlZBgFIAEoCzIYLmZlZGhoLnYxLlNlc3Npb25SZWZ1c2FsSAASJAoFc3RhZ2UYBCABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIUCgxrZXlzX2luX29wZW4YBiABKAgSFQoNcGFja2VkX3NoYXJlcxgHIAEoCEIHCgVldmVudCIvCg5TZXNzaW9uUmVmdXNhbBIMCgRjb2RlGAEgASgNEg8KB2RldGFpbHMYAiABKAkiNQoQT3BlblJvdW5kUmVxdWVzdBIOCgZjb25maWcYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMIjgKEU9wZW5Sb3VuZFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAwSDwoHY3JlYXRlZBgCIAEoCCJDChBHZXRSZXN1bHRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEg8KB3dhaXRfbXMYAiABKA0SDAoEaG9sZBgDIAEoCCK9AgoMUmVzdWx0SGVhZGVyEikKBXN0YXRlGAEgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZRIQCghyb3VuZF9pZBgCIAEoDBISCgpzZXNzaW9uX2lkGAMgASgMEhgKEG51bV9jb250cmlidXRvcnMYBCABKA0SEQoJZGltZW5zaW9uGAUgASgNEhQKDG1vZHVsdXNfYml0cxgGIAEoDRITCgt0b3RhbF9ieXRlcxgHIAEoBBIUCgxhYm9ydF9yZWFzb24YCCABKAkSFgoOcmVhY2hlZF91bm1hc2sYCSABKAgSFgoOc3Vydml2b3JfY291bnQYCiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAsgASgNEiUKBnNoYXJkcxgMIAMoCzIVLmZlZGhoLnYxLlNoYXJkUmVzdWx0IsMBCgtTaGFyZFJlc3VsdBIQCghyb3VuZF9pZBgBIAEoDBIpCgVzdGF0ZRgCIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUSFgoOcmVhY2hlZF91bm1hc2sYAyABKAgSFAoMYWJvcnRfcmVhc29uGAQgASgJEhgKEG51bV9jb250cmlidXRvcnMYBSABKA0SFgoOc3Vydml2b3JfY291bnQYBiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAcgASgNImgKE1JlbGVhc2VFdmlkZW5jZVBhcnQSEQoJc3Vydml2b3JzGAEgAygNEi8KCnNpZ25hdHVyZXMYAiADKAsyGy5mZWRoaC52MS5TdXJ2aXZvclNpZ25hdHVyZRINCgVzaGFyZBgDIAEoDSI5ChFTdXJ2aXZvclNpZ25hdHVyZRIRCglkZXZpY2VfaWQYASABKA0SEQoJc2lnbmF0dXJlGAIgASgMIoIBCgtSZXN1bHRDaHVuaxIoCgZoZWFkZXIYASABKAsyFi5mZWRoaC52MS5SZXN1bHRIZWFkZXJIABIOCgRkYXRhGAIgASgMSAASMQoIZXZpZGVuY2UYAyABKAsyHS5mZWRoaC52MS5SZWxlYXNlRXZpZGVuY2VQYXJ0SABCBgoEcGFydCIlChFHZXRPdXRjb21lUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDCLxAgoSR2V0T3V0Y29tZVJlc3BvbnNlEiUKBXN0YXRlGAEgASgOMhYuZmVkaGgudjEuT3V0Y29tZVN0YXRlEhIKCnNlc3Npb25faWQYAiABKAwSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIWCg5yZWFjaGVkX3VubWFzaxgEIAEoCBIUCgxhYm9ydF9yZWFzb24YBSABKAkSEQoJZGVsaXZlcmVkGAYgASgIEhUKDXN1bV9hdmFpbGFibGUYByABKAgSGAoQbnVtX2NvbnRyaWJ1dG9ycxgIIAEoDRIPCgdkdXJhYmxlGAkgASgIEisKDXN0YWdlX2RldmljZXMYCiADKAsyFC5mZWRoaC52MS5TdGFnZUNvdW50EiYKBnNoYXJkcxgLIAMoCzIWLmZlZGhoLnYxLlNoYXJkT3V0Y29tZRIVCghkZWNsaW5lZBgMIAEoDUgAiAEBQgsKCV9kZWNsaW5lZCLpAQoMU2hhcmRPdXRjb21lEhAKCHJvdW5kX2lkGAEgASgMEg4KBndvcmtlchgCIAEoDRIlCgVzdGF0ZRgDIAEoDjIWLmZlZGhoLnYxLk91dGNvbWVTdGF0ZRIkCgVzdGFnZRgEIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEhYKDnJlYWNoZWRfdW5tYXNrGAUgASgIEhQKDGFib3J0X3JlYXNvbhgGIAEoCRIYChBudW1fY29udHJpYnV0b3JzGAcgASgNEhUKCGRlY2xpbmVkGAggASgNSACIAQFCCwoJX2RlY2xpbmVkIkMKClN0YWdlQ291bnQSJAoFc3RhZ2UYASABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgdkZXZpY2VzGAIgASgNIjkKEkNhbmNlbFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDBIRCglkZWxpdmVyZWQYAiABKAgiQAoTQ2FuY2VsUm91bmRSZXNwb25zZRIpCgVzdGF0ZRgBIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUiGAoWRGVzY3JpYmVXb3JrZXJzUmVxdWVzdCJAChdEZXNjcmliZVdvcmtlcnNSZXNwb25zZRIlCgd3b3JrZXJzGAEgAygLMhQuZmVkaGgudjEuV29ya2VySW5mbyJuCgpXb3JrZXJJbmZvEg0KBWluZGV4GAEgASgNEhYKDnB1YmxpY19hZGRyZXNzGAIgASgJEg8KB3NlcnZpbmcYAyABKAgSDwoHd2ViX3VybBgEIAEoCRIXCg9zZXNzaW9uX2FkZHJlc3MYBSABKAkiVQoXT3BlblNoYXJkZWRSb3VuZFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwSKAoGc2hhcmRzGAIgAygLMhguZmVkaGgudjEuU2hhcmRQbGFjZW1lbnQiQwoOU2hhcmRQbGFjZW1lbnQSDgoGY29uZmlnGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDBIOCgZ3b3JrZXIYAyABKA0iQAoYT3BlblNoYXJkZWRSb3VuZFJlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAgSEwoLc2Vzc2lvbl9pZHMYAiADKAwq3AEKC1NlY0FnZ1N0YWdlEhwKGFNFQ0FHR19TVEFHRV9VTlNQRUNJRklFRBAAEh8KG1NFQ0FHR19TVEFHRV9BRFZFUlRJU0VfS0VZUxABEhsKF1NFQ0FHR19TVEFHRV9TSEFSRV9LRVlTEAISHQoZU0VDQUdHX1NUQUdFX01BU0tFRF9JTlBVVBADEiIKHlNFQ0FHR19TVEFHRV9DT05TSVNURU5DWV9DSEVDSxAEEhcKE1NFQ0FHR19TVEFHRV9VTk1BU0sQBRIVChFTRUNBR0dfU1RBR0VfRE9ORRAGKq8BCgtBd2FpdFN0YXR1cxIcChhBV0FJVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJBV0FJVF9TVEFUVVNfUkVBRFkQARIYChRBV0FJVF9TVEFUVVNfUEVORElORxACEh0KGUFXQUlUX1NUQVRVU19OT1RfU0VMRUNURUQQAxIXChNBV0FJVF9TVEFUVVNfQ0xPU0VEEAQSGAoUQVdBSVRfU1RBVFVTX0FCT1JURUQQBSqTAQoQQWdncmVnYXRpb25TdGF0ZRIhCh1BR0dSRUdBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEh0KGUFHR1JFR0FUSU9OX1NUQVRFX1JVTk5JTkcQARIeChpBR0dSRUdBVElPTl9TVEFURV9SRUxFQVNFRBACEh0KGUFHR1JFR0FUSU9OX1NUQVRFX0FCT1JURUQQAyqaAQoMT3V0Y29tZVN0YXRlEh0KGU9VVENPTUVfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVPVVRDT01FX1NUQVRFX1VOS05PV04QARIZChVPVVRDT01FX1NUQVRFX1JVTk5JTkcQAhIZChVPVVRDT01FX1NUQVRFX0FCT1JURUQQAxIaChZPVVRDT01FX1NUQVRFX1JFTEVBU0VEEAQyoQUKEVNlY3VyZUFnZ3JlZ2F0aW9uEkkKDUFkdmVydGlzZUtleXMSHi5mZWRoaC52MS5BZHZlcnRpc2VLZXlzUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEkcKCkF3YWl0U3RhZ2USGy5mZWRoaC52MS5Bd2FpdFN0YWdlUmVxdWVzdBocLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXNwb25zZRI9CgdEZWNsaW5lEhguZmVkaGgudjEuRGVjbGluZVJlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgxTdWJtaXRTaGFyZXMSHS5mZWRoaC52MS5TdWJtaXRTaGFyZXNSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USSwoRU3VibWl0TWFza2VkSW5wdXQSGi5mZWRoaC52MS5NYXNrZWRJbnB1dENodW5rGhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2UoARJGChJTdWJtaXRNYXNrZWRWZWN0b3ISFi5mZWRoaC52MS5NYXNrZWRWZWN0b3IaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJRChFTdWJtaXRDb25zaXN0ZW5jeRIiLmZlZGhoLnYxLlN1Ym1pdENvbnNpc3RlbmN5UmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEkcKDFN1Ym1pdFVubWFzaxIdLmZlZGhoLnYxLlN1Ym1pdFVubWFza1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRI/CgdTZXNzaW9uEhguZmVkaGgudjEuU2Vzc2lvbk1lc3NhZ2UaFi5mZWRoaC52MS5TZXNzaW9uRXZlbnQoATABMrACChFBZ2dyZWdhdG9yQ29udHJvbBJECglPcGVuUm91bmQSGi5mZWRoaC52MS5PcGVuUm91bmRSZXF1ZXN0GhsuZmVkaGgudjEuT3BlblJvdW5kUmVzcG9uc2USQAoJR2V0UmVzdWx0EhouZmVkaGgudjEuR2V0UmVzdWx0UmVxdWVzdBoVLmZlZGhoLnYxLlJlc3VsdENodW5rMAESSgoLQ2FuY2VsUm91bmQSHC5mZWRoaC52MS5DYW5jZWxSb3VuZFJlcXVlc3QaHS5mZWRoaC52MS5DYW5jZWxSb3VuZFJlc3BvbnNlEkcKCkdldE91dGNvbWUSGy5mZWRoaC52MS5HZXRPdXRjb21lUmVxdWVzdBocLmZlZGhoLnYxLkdldE91dGNvbWVSZXNwb25zZTKbAwoPQ29tYmluZXJDb250cm9sElYKD0Rlc2NyaWJlV29ya2VycxIgLmZlZGhoLnYxLkRlc2NyaWJlV29ya2Vyc1JlcXVlc3QaIS5mZWRoaC52MS5EZXNjcmliZVdvcmtlcnNSZXNwb25zZRJZChBPcGVuU2hhcmRlZFJvdW5kEiEuZmVkaGgudjEuT3BlblNoYXJkZWRSb3VuZFJlcXVlc3QaIi5mZWRoaC52MS5PcGVuU2hhcmRlZFJvdW5kUmVzcG9uc2USQAoJR2V0UmVzdWx0EhouZmVkaGgudjEuR2V0UmVzdWx0UmVxdWVzdBoVLmZlZGhoLnYxLlJlc3VsdENodW5rMAESSgoLQ2FuY2VsUm91bmQSHC5mZWRoaC52MS5DYW5jZWxSb3VuZFJlcXVlc3QaHS5mZWRoaC52MS5DYW5jZWxSb3VuZFJlc3BvbnNlEkcKCkdldE91dGNvbWUSGy5mZWRoaC52MS5HZXRPdXRjb21lUmVxdWVzdBocLmZlZGhoLnYxLkdldE91dGNvbWVSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIlYKDkRlY2xpbmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscyKQAQoRQXdhaXRTdGFnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEiQKBXN0YWdlGAMgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USDwoHd2FpdF9tcxgEIAEoDSJdChBTaGFyZUtleXNSZXF1ZXN0EiYKB2VudHJpZXMYAiADKAsyFS5mZWRoaC52MS5Sb3N0ZXJFbnRyeRITCgtyYW5nZV9wcm9vZhgDIAEoDEoECAEQAlIGcm9zdGVyIlIKC1Jvc3RlckVudHJ5EhEKCWRldmljZV9pZBgBIAEoDRIUCgxpZGVudGl0eV9rZXkYAiABKAwSDAoEY19waxgDIAEoDBIMCgRzX3BrGAQgASgMImEKEk1hc2tlZElucHV0UmVxdWVzdBIoCgZzaGFyZXMYASADKAsyGC5mZWRoaC52MS5FbmNyeXB0ZWRTaGFyZRIMCgRzcmNzGAIgAygNEhMKC2NpcGhlcnRleHRzGAMgASgMIj4KEkNvbnNpc3RlbmN5UmVxdWVzdBIRCglzdXJ2aXZvcnMYASADKA0SFQoNc3Vydml2b3JfYml0cxgCIAEoDCJhCg1Vbm1hc2tSZXF1ZXN0Eg0KBWFsaXZlGAEgAygNEg8KB2Ryb3BwZWQYAiADKA0SMAoKc2lnbmF0dXJlcxgDIAMoCzIcLmZlZGhoLnYxLk5laWdoYm91clNpZ25hdHVyZSKqAgoSQXdhaXRTdGFnZVJlc3BvbnNlEiUKBnN0YXR1cxgBIAEoDjIVLmZlZGhoLnYxLkF3YWl0U3RhdHVzEjAKCnNoYXJlX2tleXMYAiABKAsyGi5mZWRoaC52MS5TaGFyZUtleXNSZXF1ZXN0SAASNAoMbWFza2VkX2lucHV0GAMgASgLMhwuZmVkaGgudjEuTWFza2VkSW5wdXRSZXF1ZXN0SAASOQoRY29uc2lzdGVuY3lfY2hlY2sYBCABKAsyHC5mZWRoaC52MS5Db25zaXN0ZW5jeVJlcXVlc3RIABIpCgZ1bm1hc2sYBSABKAsyFy5mZWRoaC52MS5Vbm1hc2tSZXF1ZXN0SAASFAoMYWJvcnRfcmVhc29uGAYgASgJQgkKB3JlcXVlc3QisQEKE1N1Ym1pdFNoYXJlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEigKBnNoYXJlcxgDIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEhQKDGJfY29tbWl0bWVudBgEIAEoDBIUCgx3YWl0X25leHRfbXMYBSABKA0imwEKEU1hc2tlZElucHV0SGVhZGVyEhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxITCgt0b3RhbF9ieXRlcxgDIAEoBBIUCgx3YWl0X25leHRfbXMYBCABKA0SFQoNdmVjdG9yX3NoYTI1NhgFIAEoDCJZChBNYXNrZWRJbnB1dENodW5rEi0KBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQiSQoMTWFza2VkVmVjdG9yEisKBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVyEgwKBGRhdGEYAiABKAwiiQEKGFN1Ym1pdENvbnNpc3RlbmN5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSEQoJc2lnbmF0dXJlGAMgASgMEhQKDHdhaXRfbmV4dF9tcxgEIAEoDSKrAQoTU3VibWl0VW5tYXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJgoIYl9zaGFyZXMYAyADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEiYKCHNfc2hhcmVzGAQgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZSK/AQoLU2Vzc2lvbk9wZW4SEgoKc2Vzc2lvbl9pZBgBIAEoDBIsCglhZG1pc3Npb24YAiABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAMgASgMEhEKCWFkdmVydGlzZRgEIAEoCBIYChB1bm1hc2tfaW5fc3RhdHVzGAUgASgIEhcKD3BhY2tlZF9yZXF1ZXN0cxgGIAEoCBIVCg1zdXJ2aXZvcl9iaXRzGAcgASgIInIKDVNlc3Npb25TaGFyZXMSKAoGc2hhcmVzGAEgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUSFAoMYl9jb21taXRtZW50GAIgASgMEgwKBGRzdHMYAyADKA0SEwoLY2lwaGVydGV4dHMYBCABKAwiSQoNU2Vzc2lvblZlY3RvchITCgt0b3RhbF9ieXRlcxgBIAEoBBIVCg12ZWN0b3Jfc2hhMjU2GAIgASgMEgwKBGRhdGEYAyABKAwipwEKDVNlc3Npb25Vbm1hc2sSJgoIYl9zaGFyZXMYASADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEiYKCHNfc2hhcmVzGAIgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZRIQCghiX293bmVycxgDIAMoDRIQCghiX3ZhbHVlcxgEIAEoDBIQCghzX293bmVycxgFIAMoDRIQCghzX3ZhbHVlcxgGIAEoDCK1AgoOU2Vzc2lvbk1lc3NhZ2USJQoEb3BlbhgBIAEoCzIVLmZlZGhoLnYxLlNlc3Npb25PcGVuSAASJAoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXNIABIpCgZzaGFyZXMYAyABKAsyFy5mZWRoaC52MS5TZXNzaW9uU2hhcmVzSAASMAoNbWFza2VkX3ZlY3RvchgEIAEoCzIXLmZlZGhoLnYxLlNlc3Npb25WZWN0b3JIABIVCgt2ZWN0b3JfZGF0YRgFIAEoDEgAEh8KFWNvbnNpc3RlbmN5X3NpZ25hdHVyZRgGIAEoDEgAEikKBnVubWFzaxgHIAEoCzIXLmZlZGhoLnYxLlNlc3Npb25Vbm1hc2tIABIOCgZyZXNlbnQYCCABKAhCBgoEcGFydCKGAgoMU2Vzc2lvbkV2ZW50EhMKCWNoYWxsZW5nZRgBIAEoDEgAEiwKBG5leHQYAiABKAsyHC5mZWRoaC52MS5Bd2FpdFN0YWdlUmVzcG9uc2VIABIqCgZ1bm1hc2sYAyABKAsyGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZUgAEisKB3JlZnVzZWQYBSABKAsyGC5mZWRoaC52MS5TZXNzaW9uUmVmdXNhbEgAEiQKBXN0YWdlGAQgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USFAoMa2V5c19pbl9vcGVuGAYgASgIEhUKDXBhY2tlZF9zaGFyZXMYByABKAhCBwoFZXZlbnQiLwoOU2Vzc2lvblJlZnVzYWwSDAoEY29kZRgBIAEoDRIPCgdkZXRhaWxzGAIgASgJIjUKEE9wZW5Sb3VuZFJlcXVlc3QSDgoGY29uZmlnGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCI4ChFPcGVuUm91bmRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgMEg8KB2NyZWF0ZWQYAiABKAgiQwoQR2V0UmVzdWx0UmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDBIPCgd3YWl0X21zGAIgASgNEgwKBGhvbGQYAyABKAgivQIKDFJlc3VsdEhlYWRlchIpCgVzdGF0ZRgBIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUSEAoIcm91bmRfaWQYAiABKAwSEgoKc2Vzc2lvbl9pZBgDIAEoDBIYChBudW1fY29udHJpYnV0b3JzGAQgASgNEhEKCWRpbWVuc2lvbhgFIAEoDRIUCgxtb2R1bHVzX2JpdHMYBiABKA0SEwoLdG90YWxfYnl0ZXMYByABKAQSFAoMYWJvcnRfcmVhc29uGAggASgJEhYKDnJlYWNoZWRfdW5tYXNrGAkgASgIEhYKDnN1cnZpdm9yX2NvdW50GAogASgNEhcKD3NpZ25hdHVyZV9jb3VudBgLIAEoDRIlCgZzaGFyZHMYDCADKAsyFS5mZWRoaC52MS5TaGFyZFJlc3VsdCLDAQoLU2hhcmRSZXN1bHQSEAoIcm91bmRfaWQYASABKAwSKQoFc3RhdGUYAiABKA4yGi5mZWRoaC52MS5BZ2dyZWdhdGlvblN0YXRlEhYKDnJlYWNoZWRfdW5tYXNrGAMgASgIEhQKDGFib3J0X3JlYXNvbhgEIAEoCRIYChBudW1fY29udHJpYnV0b3JzGAUgASgNEhYKDnN1cnZpdm9yX2NvdW50GAYgASgNEhcKD3NpZ25hdHVyZV9jb3VudBgHIAEoDSJoChNSZWxlYXNlRXZpZGVuY2VQYXJ0EhEKCXN1cnZpdm9ycxgBIAMoDRIvCgpzaWduYXR1cmVzGAIgAygLMhsuZmVkaGgudjEuU3Vydml2b3JTaWduYXR1cmUSDQoFc2hhcmQYAyABKA0iOQoRU3Vydml2b3JTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCKCAQoLUmVzdWx0Q2h1bmsSKAoGaGVhZGVyGAEgASgLMhYuZmVkaGgudjEuUmVzdWx0SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAEjEKCGV2aWRlbmNlGAMgASgLMh0uZmVkaGgudjEuUmVsZWFzZUV2aWRlbmNlUGFydEgAQgYKBHBhcnQiJQoRR2V0T3V0Y29tZVJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwi8QIKEkdldE91dGNvbWVSZXNwb25zZRIlCgVzdGF0ZRgBIAEoDjIWLmZlZGhoLnYxLk91dGNvbWVTdGF0ZRISCgpzZXNzaW9uX2lkGAIgASgMEiQKBXN0YWdlGAMgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USFgoOcmVhY2hlZF91bm1hc2sYBCABKAgSFAoMYWJvcnRfcmVhc29uGAUgASgJEhEKCWRlbGl2ZXJlZBgGIAEoCBIVCg1zdW1fYXZhaWxhYmxlGAcgASgIEhgKEG51bV9jb250cmlidXRvcnMYCCABKA0SDwoHZHVyYWJsZRgJIAEoCBIrCg1zdGFnZV9kZXZpY2VzGAogAygLMhQuZmVkaGgudjEuU3RhZ2VDb3VudBImCgZzaGFyZHMYCyADKAsyFi5mZWRoaC52MS5TaGFyZE91dGNvbWUSFQoIZGVjbGluZWQYDCABKA1IAIgBAUILCglfZGVjbGluZWQi6QEKDFNoYXJkT3V0Y29tZRIQCghyb3VuZF9pZBgBIAEoDBIOCgZ3b3JrZXIYAiABKA0SJQoFc3RhdGUYAyABKA4yFi5mZWRoaC52MS5PdXRjb21lU3RhdGUSJAoFc3RhZ2UYBCABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIWCg5yZWFjaGVkX3VubWFzaxgFIAEoCBIUCgxhYm9ydF9yZWFzb24YBiABKAkSGAoQbnVtX2NvbnRyaWJ1dG9ycxgHIAEoDRIVCghkZWNsaW5lZBgIIAEoDUgAiAEBQgsKCV9kZWNsaW5lZCJDCgpTdGFnZUNvdW50EiQKBXN0YWdlGAEgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USDwoHZGV2aWNlcxgCIAEoDSI5ChJDYW5jZWxSb3VuZFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwSEQoJZGVsaXZlcmVkGAIgASgIIkAKE0NhbmNlbFJvdW5kUmVzcG9uc2USKQoFc3RhdGUYASABKA4yGi5mZWRoaC52MS5BZ2dyZWdhdGlvblN0YXRlIhgKFkRlc2NyaWJlV29ya2Vyc1JlcXVlc3QiQAoXRGVzY3JpYmVXb3JrZXJzUmVzcG9uc2USJQoHd29ya2VycxgBIAMoCzIULmZlZGhoLnYxLldvcmtlckluZm8ibgoKV29ya2VySW5mbxINCgVpbmRleBgBIAEoDRIWCg5wdWJsaWNfYWRkcmVzcxgCIAEoCRIPCgdzZXJ2aW5nGAMgASgIEg8KB3dlYl91cmwYBCABKAkSFwoPc2Vzc2lvbl9hZGRyZXNzGAUgASgJIlUKF09wZW5TaGFyZGVkUm91bmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEigKBnNoYXJkcxgCIAMoCzIYLmZlZGhoLnYxLlNoYXJkUGxhY2VtZW50IkMKDlNoYXJkUGxhY2VtZW50Eg4KBmNvbmZpZxgBIAEoDBIRCglzaWduYXR1cmUYAiABKAwSDgoGd29ya2VyGAMgASgNIkAKGE9wZW5TaGFyZGVkUm91bmRSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgIEhMKC3Nlc3Npb25faWRzGAIgAygMKtwBCgtTZWNBZ2dTdGFnZRIcChhTRUNBR0dfU1RBR0VfVU5TUEVDSUZJRUQQABIfChtTRUNBR0dfU1RBR0VfQURWRVJUSVNFX0tFWVMQARIbChdTRUNBR0dfU1RBR0VfU0hBUkVfS0VZUxACEh0KGVNFQ0FHR19TVEFHRV9NQVNLRURfSU5QVVQQAxIiCh5TRUNBR0dfU1RBR0VfQ09OU0lTVEVOQ1lfQ0hFQ0sQBBIXChNTRUNBR0dfU1RBR0VfVU5NQVNLEAUSFQoRU0VDQUdHX1NUQUdFX0RPTkUQBiqvAQoLQXdhaXRTdGF0dXMSHAoYQVdBSVRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSQVdBSVRfU1RBVFVTX1JFQURZEAESGAoUQVdBSVRfU1RBVFVTX1BFTkRJTkcQAhIdChlBV0FJVF9TVEFUVVNfTk9UX1NFTEVDVEVEEAMSFwoTQVdBSVRfU1RBVFVTX0NMT1NFRBAEEhgKFEFXQUlUX1NUQVRVU19BQk9SVEVEEAUqkwEKEEFnZ3JlZ2F0aW9uU3RhdGUSIQodQUdHUkVHQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIdChlBR0dSRUdBVElPTl9TVEFURV9SVU5OSU5HEAESHgoaQUdHUkVHQVRJT05fU1RBVEVfUkVMRUFTRUQQAhIdChlBR0dSRUdBVElPTl9TVEFURV9BQk9SVEVEEAMqmgEKDE91dGNvbWVTdGF0ZRIdChlPVVRDT01FX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVT1VUQ09NRV9TVEFURV9VTktOT1dOEAESGQoVT1VUQ09NRV9TVEFURV9SVU5OSU5HEAISGQoVT1VUQ09NRV9TVEFURV9BQk9SVEVEEAMSGgoWT1VUQ09NRV9TVEFURV9SRUxFQVNFRBAEMqEFChFTZWN1cmVBZ2dyZWdhdGlvbhJJCg1BZHZlcnRpc2VLZXlzEh4uZmVkaGgudjEuQWR2ZXJ0aXNlS2V5c1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgpBd2FpdFN0YWdlEhsuZmVkaGgudjEuQXdhaXRTdGFnZVJlcXVlc3QaHC5mZWRoaC52MS5Bd2FpdFN0YWdlUmVzcG9uc2USPQoHRGVjbGluZRIYLmZlZGhoLnYxLkRlY2xpbmVSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USRwoMU3VibWl0U2hhcmVzEh0uZmVkaGgudjEuU3VibWl0U2hhcmVzUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEksKEVN1Ym1pdE1hc2tlZElucHV0EhouZmVkaGgudjEuTWFza2VkSW5wdXRDaHVuaxoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlKAESRgoSU3VibWl0TWFza2VkVmVjdG9yEhYuZmVkaGgudjEuTWFza2VkVmVjdG9yGhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USUQoRU3VibWl0Q29uc2lzdGVuY3kSIi5mZWRoaC52MS5TdWJtaXRDb25zaXN0ZW5jeVJlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgxTdWJtaXRVbm1hc2sSHS5mZWRoaC52MS5TdWJtaXRVbm1hc2tSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USPwoHU2Vzc2lvbhIYLmZlZGhoLnYxLlNlc3Npb25NZXNzYWdlGhYuZmVkaGgudjEuU2Vzc2lvbkV2ZW50KAEwATKwAgoRQWdncmVnYXRvckNvbnRyb2wSRAoJT3BlblJvdW5kEhouZmVkaGgudjEuT3BlblJvdW5kUmVxdWVzdBobLmZlZGhoLnYxLk9wZW5Sb3VuZFJlc3BvbnNlEkAKCUdldFJlc3VsdBIaLmZlZGhoLnYxLkdldFJlc3VsdFJlcXVlc3QaFS5mZWRoaC52MS5SZXN1bHRDaHVuazABEkoKC0NhbmNlbFJvdW5kEhwuZmVkaGgudjEuQ2FuY2VsUm91bmRSZXF1ZXN0Gh0uZmVkaGgudjEuQ2FuY2VsUm91bmRSZXNwb25zZRJHCgpHZXRPdXRjb21lEhsuZmVkaGgudjEuR2V0T3V0Y29tZVJlcXVlc3QaHC5mZWRoaC52MS5HZXRPdXRjb21lUmVzcG9uc2UymwMKD0NvbWJpbmVyQ29udHJvbBJWCg9EZXNjcmliZVdvcmtlcnMSIC5mZWRoaC52MS5EZXNjcmliZVdvcmtlcnNSZXF1ZXN0GiEuZmVkaGgudjEuRGVzY3JpYmVXb3JrZXJzUmVzcG9uc2USWQoQT3BlblNoYXJkZWRSb3VuZBIhLmZlZGhoLnYxLk9wZW5TaGFyZGVkUm91bmRSZXF1ZXN0GiIuZmVkaGgudjEuT3BlblNoYXJkZWRSb3VuZFJlc3BvbnNlEkAKCUdldFJlc3VsdBIaLmZlZGhoLnYxLkdldFJlc3VsdFJlcXVlc3QaFS5mZWRoaC52MS5SZXN1bHRDaHVuazABEkoKC0NhbmNlbFJvdW5kEhwuZmVkaGgudjEuQ2FuY2VsUm91bmRSZXF1ZXN0Gh0uZmVkaGgudjEuQ2FuY2VsUm91bmRSZXNwb25zZRJHCgpHZXRPdXRjb21lEhsuZmVkaGgudjEuR2V0T3V0Y29tZVJlcXVlc3QaHC5mZWRoaC52MS5HZXRPdXRjb21lUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * The coordinator's admission of a device to one round (fedhh.secagg.Admission): the inclusion
@@ -55,6 +55,8 @@ export type SecAggAdmission = Message<"fedhh.v1.SecAggAdmission"> & {
   proof: Uint8Array;
 
   /**
+   * (the leaf at the device's ring position, fedhh.secagg.merkle)
+   *
    * X25519 round key (share encryption), 32 bytes
    *
    * @generated from field: bytes c_pk = 5;
@@ -102,7 +104,7 @@ export const DeviceCredentialsSchema: GenMessage<DeviceCredentials> = /*@__PURE_
   messageDesc(file_fedhh_v1_aggregator, 1);
 
 /**
- * A device's advertised keys (fedhh.secagg.AdvertiseKeys); also a roster entry in stage 1.
+ * A device's advertised keys (fedhh.secagg.AdvertiseKeys).
  *
  * @generated from message fedhh.v1.DeviceKeys
  */
@@ -343,9 +345,18 @@ export type ShareKeysRequest = Message<"fedhh.v1.ShareKeysRequest"> & {
   /**
    * the device's own entry and its live neighbours'
    *
-   * @generated from field: repeated fedhh.v1.DeviceKeys roster = 1;
+   * @generated from field: repeated fedhh.v1.RosterEntry entries = 2;
    */
-  roster: DeviceKeys[];
+  entries: RosterEntry[];
+
+  /**
+   * With device_auth: the one Merkle multiproof that every entry's (device_id, identity_key,
+   * c_pk, s_pk) is the committed leaf at the device's ring position (fedhh.secagg.merkle):
+   * 32-byte hashes, level by level from the leaves, in increasing index within a level.
+   *
+   * @generated from field: bytes range_proof = 3;
+   */
+  rangeProof: Uint8Array;
 };
 
 /**
@@ -354,6 +365,46 @@ export type ShareKeysRequest = Message<"fedhh.v1.ShareKeysRequest"> & {
  */
 export const ShareKeysRequestSchema: GenMessage<ShareKeysRequest> = /*@__PURE__*/
   messageDesc(file_fedhh_v1_aggregator, 10);
+
+/**
+ * A roster entry: a neighbour's keys, which the request's range_proof covers.
+ *
+ * @generated from message fedhh.v1.RosterEntry
+ */
+export type RosterEntry = Message<"fedhh.v1.RosterEntry"> & {
+  /**
+   * @generated from field: uint32 device_id = 1;
+   */
+  deviceId: number;
+
+  /**
+   * raw Ed25519 public key, 32 bytes
+   *
+   * @generated from field: bytes identity_key = 2;
+   */
+  identityKey: Uint8Array;
+
+  /**
+   * X25519, 32 bytes: share encryption
+   *
+   * @generated from field: bytes c_pk = 3;
+   */
+  cPk: Uint8Array;
+
+  /**
+   * X25519, 32 bytes: pairwise masks
+   *
+   * @generated from field: bytes s_pk = 4;
+   */
+  sPk: Uint8Array;
+};
+
+/**
+ * Describes the message fedhh.v1.RosterEntry.
+ * Use `create(RosterEntrySchema)` to create a new message.
+ */
+export const RosterEntrySchema: GenMessage<RosterEntry> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 11);
 
 /**
  * @generated from message fedhh.v1.MaskedInputRequest
@@ -386,7 +437,7 @@ export type MaskedInputRequest = Message<"fedhh.v1.MaskedInputRequest"> & {
  * Use `create(MaskedInputRequestSchema)` to create a new message.
  */
 export const MaskedInputRequestSchema: GenMessage<MaskedInputRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 11);
+  messageDesc(file_fedhh_v1_aggregator, 12);
 
 /**
  * @generated from message fedhh.v1.ConsistencyRequest
@@ -417,7 +468,7 @@ export type ConsistencyRequest = Message<"fedhh.v1.ConsistencyRequest"> & {
  * Use `create(ConsistencyRequestSchema)` to create a new message.
  */
 export const ConsistencyRequestSchema: GenMessage<ConsistencyRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 12);
+  messageDesc(file_fedhh_v1_aggregator, 13);
 
 /**
  * @generated from message fedhh.v1.UnmaskRequest
@@ -446,7 +497,7 @@ export type UnmaskRequest = Message<"fedhh.v1.UnmaskRequest"> & {
  * Use `create(UnmaskRequestSchema)` to create a new message.
  */
 export const UnmaskRequestSchema: GenMessage<UnmaskRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 13);
+  messageDesc(file_fedhh_v1_aggregator, 14);
 
 /**
  * @generated from message fedhh.v1.AwaitStageResponse
@@ -499,7 +550,7 @@ export type AwaitStageResponse = Message<"fedhh.v1.AwaitStageResponse"> & {
  * Use `create(AwaitStageResponseSchema)` to create a new message.
  */
 export const AwaitStageResponseSchema: GenMessage<AwaitStageResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 14);
+  messageDesc(file_fedhh_v1_aggregator, 15);
 
 /**
  * @generated from message fedhh.v1.SubmitSharesRequest
@@ -540,7 +591,7 @@ export type SubmitSharesRequest = Message<"fedhh.v1.SubmitSharesRequest"> & {
  * Use `create(SubmitSharesRequestSchema)` to create a new message.
  */
 export const SubmitSharesRequestSchema: GenMessage<SubmitSharesRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 15);
+  messageDesc(file_fedhh_v1_aggregator, 16);
 
 /**
  * The header is authenticated on its own, before an upload slot is taken and before a data byte
@@ -589,7 +640,7 @@ export type MaskedInputHeader = Message<"fedhh.v1.MaskedInputHeader"> & {
  * Use `create(MaskedInputHeaderSchema)` to create a new message.
  */
 export const MaskedInputHeaderSchema: GenMessage<MaskedInputHeader> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 16);
+  messageDesc(file_fedhh_v1_aggregator, 17);
 
 /**
  * @generated from message fedhh.v1.MaskedInputChunk
@@ -622,7 +673,7 @@ export type MaskedInputChunk = Message<"fedhh.v1.MaskedInputChunk"> & {
  * Use `create(MaskedInputChunkSchema)` to create a new message.
  */
 export const MaskedInputChunkSchema: GenMessage<MaskedInputChunk> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 17);
+  messageDesc(file_fedhh_v1_aggregator, 18);
 
 /**
  * @generated from message fedhh.v1.MaskedVector
@@ -646,7 +697,7 @@ export type MaskedVector = Message<"fedhh.v1.MaskedVector"> & {
  * Use `create(MaskedVectorSchema)` to create a new message.
  */
 export const MaskedVectorSchema: GenMessage<MaskedVector> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 18);
+  messageDesc(file_fedhh_v1_aggregator, 19);
 
 /**
  * @generated from message fedhh.v1.SubmitConsistencyRequest
@@ -682,7 +733,7 @@ export type SubmitConsistencyRequest = Message<"fedhh.v1.SubmitConsistencyReques
  * Use `create(SubmitConsistencyRequestSchema)` to create a new message.
  */
 export const SubmitConsistencyRequestSchema: GenMessage<SubmitConsistencyRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 19);
+  messageDesc(file_fedhh_v1_aggregator, 20);
 
 /**
  * @generated from message fedhh.v1.SubmitUnmaskRequest
@@ -714,7 +765,7 @@ export type SubmitUnmaskRequest = Message<"fedhh.v1.SubmitUnmaskRequest"> & {
  * Use `create(SubmitUnmaskRequestSchema)` to create a new message.
  */
 export const SubmitUnmaskRequestSchema: GenMessage<SubmitUnmaskRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 20);
+  messageDesc(file_fedhh_v1_aggregator, 21);
 
 /**
  * The first message on a session stream: who the device is, proved for this stream only.
@@ -782,7 +833,7 @@ export type SessionOpen = Message<"fedhh.v1.SessionOpen"> & {
  * Use `create(SessionOpenSchema)` to create a new message.
  */
 export const SessionOpenSchema: GenMessage<SessionOpen> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 21);
+  messageDesc(file_fedhh_v1_aggregator, 22);
 
 /**
  * @generated from message fedhh.v1.SessionShares
@@ -821,7 +872,7 @@ export type SessionShares = Message<"fedhh.v1.SessionShares"> & {
  * Use `create(SessionSharesSchema)` to create a new message.
  */
 export const SessionSharesSchema: GenMessage<SessionShares> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 22);
+  messageDesc(file_fedhh_v1_aggregator, 23);
 
 /**
  * Stage 2: the declared length and hash of the whole vector (as MaskedInputHeader) and its first
@@ -853,7 +904,7 @@ export type SessionVector = Message<"fedhh.v1.SessionVector"> & {
  * Use `create(SessionVectorSchema)` to create a new message.
  */
 export const SessionVectorSchema: GenMessage<SessionVector> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 23);
+  messageDesc(file_fedhh_v1_aggregator, 24);
 
 /**
  * @generated from message fedhh.v1.SessionUnmask
@@ -899,7 +950,7 @@ export type SessionUnmask = Message<"fedhh.v1.SessionUnmask"> & {
  * Use `create(SessionUnmaskSchema)` to create a new message.
  */
 export const SessionUnmaskSchema: GenMessage<SessionUnmask> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 24);
+  messageDesc(file_fedhh_v1_aggregator, 25);
 
 /**
  * @generated from message fedhh.v1.SessionMessage
@@ -982,7 +1033,7 @@ export type SessionMessage = Message<"fedhh.v1.SessionMessage"> & {
  * Use `create(SessionMessageSchema)` to create a new message.
  */
 export const SessionMessageSchema: GenMessage<SessionMessage> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 25);
+  messageDesc(file_fedhh_v1_aggregator, 26);
 
 /**
  * @generated from message fedhh.v1.SessionEvent
@@ -1056,7 +1107,7 @@ export type SessionEvent = Message<"fedhh.v1.SessionEvent"> & {
  * Use `create(SessionEventSchema)` to create a new message.
  */
 export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 26);
+  messageDesc(file_fedhh_v1_aggregator, 27);
 
 /**
  * A refused message (or open): the code and details the stream then ends with, sent as an
@@ -1085,7 +1136,7 @@ export type SessionRefusal = Message<"fedhh.v1.SessionRefusal"> & {
  * Use `create(SessionRefusalSchema)` to create a new message.
  */
 export const SessionRefusalSchema: GenMessage<SessionRefusal> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 27);
+  messageDesc(file_fedhh_v1_aggregator, 28);
 
 /**
  * @generated from message fedhh.v1.OpenRoundRequest
@@ -1111,7 +1162,7 @@ export type OpenRoundRequest = Message<"fedhh.v1.OpenRoundRequest"> & {
  * Use `create(OpenRoundRequestSchema)` to create a new message.
  */
 export const OpenRoundRequestSchema: GenMessage<OpenRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 28);
+  messageDesc(file_fedhh_v1_aggregator, 29);
 
 /**
  * @generated from message fedhh.v1.OpenRoundResponse
@@ -1135,7 +1186,7 @@ export type OpenRoundResponse = Message<"fedhh.v1.OpenRoundResponse"> & {
  * Use `create(OpenRoundResponseSchema)` to create a new message.
  */
 export const OpenRoundResponseSchema: GenMessage<OpenRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 29);
+  messageDesc(file_fedhh_v1_aggregator, 30);
 
 /**
  * @generated from message fedhh.v1.GetResultRequest
@@ -1166,7 +1217,7 @@ export type GetResultRequest = Message<"fedhh.v1.GetResultRequest"> & {
  * Use `create(GetResultRequestSchema)` to create a new message.
  */
 export const GetResultRequestSchema: GenMessage<GetResultRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 30);
+  messageDesc(file_fedhh_v1_aggregator, 31);
 
 /**
  * @generated from message fedhh.v1.ResultHeader
@@ -1257,7 +1308,7 @@ export type ResultHeader = Message<"fedhh.v1.ResultHeader"> & {
  * Use `create(ResultHeaderSchema)` to create a new message.
  */
 export const ResultHeaderSchema: GenMessage<ResultHeader> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 31);
+  messageDesc(file_fedhh_v1_aggregator, 32);
 
 /**
  * One shard of a sharded round as the combiner releases it.
@@ -1322,7 +1373,7 @@ export type ShardResult = Message<"fedhh.v1.ShardResult"> & {
  * Use `create(ShardResultSchema)` to create a new message.
  */
 export const ShardResultSchema: GenMessage<ShardResult> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 32);
+  messageDesc(file_fedhh_v1_aggregator, 33);
 
 /**
  * Part of the evidence of a release, streamed after the header and before the sum: U3 and the
@@ -1358,7 +1409,7 @@ export type ReleaseEvidencePart = Message<"fedhh.v1.ReleaseEvidencePart"> & {
  * Use `create(ReleaseEvidencePartSchema)` to create a new message.
  */
 export const ReleaseEvidencePartSchema: GenMessage<ReleaseEvidencePart> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 33);
+  messageDesc(file_fedhh_v1_aggregator, 34);
 
 /**
  * @generated from message fedhh.v1.SurvivorSignature
@@ -1382,7 +1433,7 @@ export type SurvivorSignature = Message<"fedhh.v1.SurvivorSignature"> & {
  * Use `create(SurvivorSignatureSchema)` to create a new message.
  */
 export const SurvivorSignatureSchema: GenMessage<SurvivorSignature> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 34);
+  messageDesc(file_fedhh_v1_aggregator, 35);
 
 /**
  * @generated from message fedhh.v1.ResultChunk
@@ -1423,7 +1474,7 @@ export type ResultChunk = Message<"fedhh.v1.ResultChunk"> & {
  * Use `create(ResultChunkSchema)` to create a new message.
  */
 export const ResultChunkSchema: GenMessage<ResultChunk> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 35);
+  messageDesc(file_fedhh_v1_aggregator, 36);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeRequest
@@ -1440,7 +1491,7 @@ export type GetOutcomeRequest = Message<"fedhh.v1.GetOutcomeRequest"> & {
  * Use `create(GetOutcomeRequestSchema)` to create a new message.
  */
 export const GetOutcomeRequestSchema: GenMessage<GetOutcomeRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 36);
+  messageDesc(file_fedhh_v1_aggregator, 37);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeResponse
@@ -1543,7 +1594,7 @@ export type GetOutcomeResponse = Message<"fedhh.v1.GetOutcomeResponse"> & {
  * Use `create(GetOutcomeResponseSchema)` to create a new message.
  */
 export const GetOutcomeResponseSchema: GenMessage<GetOutcomeResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 37);
+  messageDesc(file_fedhh_v1_aggregator, 38);
 
 /**
  * @generated from message fedhh.v1.ShardOutcome
@@ -1603,7 +1654,7 @@ export type ShardOutcome = Message<"fedhh.v1.ShardOutcome"> & {
  * Use `create(ShardOutcomeSchema)` to create a new message.
  */
 export const ShardOutcomeSchema: GenMessage<ShardOutcome> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 38);
+  messageDesc(file_fedhh_v1_aggregator, 39);
 
 /**
  * @generated from message fedhh.v1.StageCount
@@ -1625,7 +1676,7 @@ export type StageCount = Message<"fedhh.v1.StageCount"> & {
  * Use `create(StageCountSchema)` to create a new message.
  */
 export const StageCountSchema: GenMessage<StageCount> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 39);
+  messageDesc(file_fedhh_v1_aggregator, 40);
 
 /**
  * @generated from message fedhh.v1.CancelRoundRequest
@@ -1650,7 +1701,7 @@ export type CancelRoundRequest = Message<"fedhh.v1.CancelRoundRequest"> & {
  * Use `create(CancelRoundRequestSchema)` to create a new message.
  */
 export const CancelRoundRequestSchema: GenMessage<CancelRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 40);
+  messageDesc(file_fedhh_v1_aggregator, 41);
 
 /**
  * @generated from message fedhh.v1.CancelRoundResponse
@@ -1669,7 +1720,7 @@ export type CancelRoundResponse = Message<"fedhh.v1.CancelRoundResponse"> & {
  * Use `create(CancelRoundResponseSchema)` to create a new message.
  */
 export const CancelRoundResponseSchema: GenMessage<CancelRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 41);
+  messageDesc(file_fedhh_v1_aggregator, 42);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersRequest
@@ -1682,7 +1733,7 @@ export type DescribeWorkersRequest = Message<"fedhh.v1.DescribeWorkersRequest"> 
  * Use `create(DescribeWorkersRequestSchema)` to create a new message.
  */
 export const DescribeWorkersRequestSchema: GenMessage<DescribeWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 42);
+  messageDesc(file_fedhh_v1_aggregator, 43);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersResponse
@@ -1699,7 +1750,7 @@ export type DescribeWorkersResponse = Message<"fedhh.v1.DescribeWorkersResponse"
  * Use `create(DescribeWorkersResponseSchema)` to create a new message.
  */
 export const DescribeWorkersResponseSchema: GenMessage<DescribeWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 43);
+  messageDesc(file_fedhh_v1_aggregator, 44);
 
 /**
  * @generated from message fedhh.v1.WorkerInfo
@@ -1744,7 +1795,7 @@ export type WorkerInfo = Message<"fedhh.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 44);
+  messageDesc(file_fedhh_v1_aggregator, 45);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundRequest
@@ -1770,7 +1821,7 @@ export type OpenShardedRoundRequest = Message<"fedhh.v1.OpenShardedRoundRequest"
  * Use `create(OpenShardedRoundRequestSchema)` to create a new message.
  */
 export const OpenShardedRoundRequestSchema: GenMessage<OpenShardedRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 45);
+  messageDesc(file_fedhh_v1_aggregator, 46);
 
 /**
  * @generated from message fedhh.v1.ShardPlacement
@@ -1803,7 +1854,7 @@ export type ShardPlacement = Message<"fedhh.v1.ShardPlacement"> & {
  * Use `create(ShardPlacementSchema)` to create a new message.
  */
 export const ShardPlacementSchema: GenMessage<ShardPlacement> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 46);
+  messageDesc(file_fedhh_v1_aggregator, 47);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundResponse
@@ -1829,7 +1880,7 @@ export type OpenShardedRoundResponse = Message<"fedhh.v1.OpenShardedRoundRespons
  * Use `create(OpenShardedRoundResponseSchema)` to create a new message.
  */
 export const OpenShardedRoundResponseSchema: GenMessage<OpenShardedRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 47);
+  messageDesc(file_fedhh_v1_aggregator, 48);
 
 /**
  * The protocol stages (fedhh.secagg.Stage + 1; 0 is unset).
