@@ -463,6 +463,9 @@ class NetworkLink:
         loop = asyncio.get_running_loop()
         until = loop.time() + max(plan.deadline_ms / 1000 - time.time() + self._slack_s(), 1.0)
         watcher = asyncio.create_task(self._watch_stage(plan, service))
+        # (the pause before each read again: a GetResult that keeps failing while GetOutcome
+        # answers is not called again in a tight loop till the deadline)
+        again = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S)
         try:
             while True:
                 try:
@@ -489,22 +492,30 @@ class NetworkLink:
                 except AggregatorUnavailable as error:
                     outcome = await self._patient_outcome(plan)
                     if charged():
-                        # Read again while the service holds it (GetResult's hold), under the
-                        # one charge. Before, a read broken off after the charge (a network
-                        # blip, a call past its deadline) lost the attempt, charged, although
-                        # the sum was still there, and the round ran again, charged again.
-                        if not (outcome.state == "released" and outcome.sum_available) \
-                                or loop.time() >= until:
+                        # Read again while the service holds it (GetResult's hold), or
+                        # rebuilds it (a combiner back from a restart takes the released
+                        # round over, said running till its workers' held sums are in
+                        # again), under the one charge: the hook reads only the sum charged.
+                        # Before, a read broken off after the charge (a network blip, a call
+                        # past its deadline) lost the attempt, charged, although the sum was
+                        # still there, and the round ran again, charged again; a restarted
+                        # combiner's total, said running while rebuilt, was lost so until
+                        # this read too.
+                        held = outcome.state == "running" or (outcome.state == "released"
+                                                              and outcome.sum_available)
+                        if not held or loop.time() >= until:
                             raise RoundAborted(f"lost the {plan.kind} while reading the sum "
                                                f"({error})", reached_unmask=True) from None
                         log.info(f"the {plan.kind} still holds the sum: reading it again",
                                  extra={"round_id": round_id.decode(errors="replace")})
+                        await again.sleep()
                         continue
                     if _verdict(outcome, opened=True).verdict is not Recovery.RESUME \
                             or loop.time() >= until:
                         raise _aborted(f"lost the {plan.kind} ({error})", outcome) from None
                     log.info(f"the {plan.kind} answers again and still has the round",
                              extra={"round_id": round_id.decode(errors="replace")})
+                    await again.sleep()
         finally:
             watcher.cancel()
 

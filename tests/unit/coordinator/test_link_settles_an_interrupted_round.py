@@ -183,3 +183,46 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
                 in store.rounds("run")[0].reason)
         assert spends(store, "run") == [(0, 1, charged), (0, 2, DEVICES)]
         assert combiner.cancelled == [first]  # (dropped unread)
+
+
+def test_a_read_broken_off_by_a_combiner_restart_waits_for_the_total_rebuilt(
+        tmp_path: Path) -> None:
+    """The combiner is restarted while its total is read, after the charge: back, it takes
+    the released round over and rebuilds the total from its workers' held sums, the round
+    said running meanwhile. The link reads the total again once it is rebuilt, under the one
+    charge. Before, the read again waited only for a round said released with its sum: the
+    rebuilding combiner's first answer lost the attempt, charged, and the round ran again,
+    charged again."""
+    broke: list[int] = []
+
+    def after_hook(attempt: int) -> str:
+        broke.append(attempt)
+        return "unreachable" if len(broke) == 1 else "deliver"
+
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released"), after_hook=after_hook), fleet.keys,
+                            holds_sum=True)
+    held = combiner.outcome
+    rebuilding: list[bytes] = []
+
+    async def outcome(round_id: bytes) -> AggregatorOutcome:
+        # (back, until the total is read again)
+        if broke and combiner.calls == 1 and round_id == combiner.opened[0][0]:
+            rebuilding.append(round_id)
+            return AggregatorOutcome("running", stage="UNMASK")
+        return await held(round_id)
+
+    combiner.outcome = outcome  # type: ignore[method-assign]
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert rebuilding  # (the link heard it)
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert combiner.calls == 2 and combiner.cancelled == []
