@@ -36,6 +36,18 @@ from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 
 
+def drive(store: Store, fleet: Fleet, combiner: FakeCombiner, **overrides: Any) -> None:
+    """A run of ``config(**overrides)`` driven by a coordinator over ``combiner`` till it
+    ends."""
+    async def go() -> None:
+        await create_run(store, config(**overrides), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+
+
 def test_a_cancel_at_the_deadline_is_tried_again_while_the_service_restarts(
         tmp_path: Path) -> None:
     """The first attempt's round passes its deadline (its result call times out) while the
@@ -72,13 +84,7 @@ def test_a_cancel_at_the_deadline_is_tried_again_while_the_service_restarts(
     combiner.cancel = cancel  # type: ignore[method-assign]
     combiner.outcome = outcome  # type: ignore[method-assign]
 
-    async def go() -> None:
-        await create_run(store, config(shard_size=None, target_devices=SHARD), "run")
-        coordinator = Coordinator(store, fleet, combiner)
-        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
-        await asyncio.wait_for(coordinator.drive("run"), 60)
-
-    asyncio.run(go())
+    drive(store, fleet, combiner, shard_size=None, target_devices=SHARD)
     assert cancels == ["unreachable", "unreachable", "cancelled"]
     assert attempts(store, "run") == [(1, "aborted", 0), (2, "released", SHARD)]
     assert spends(store, "run") == [(0, 2, SHARD)]
@@ -163,13 +169,7 @@ def test_a_read_broken_off_after_the_charge_reads_the_held_sum_again(
     fleet = Fleet(store)
     combiner = FakeCombiner(Plan(fates, after_hook=after_hook), fleet.keys, holds_sum=True)
 
-    async def go() -> None:
-        await create_run(store, config(), "run")
-        coordinator = Coordinator(store, fleet, combiner)
-        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
-        await asyncio.wait_for(coordinator.drive("run"), 60)
-
-    asyncio.run(go())
+    drive(store, fleet, combiner)
     first = combiner.opened[0][0]
     if again == "the same":
         assert attempts(store, "run") == [(1, "released", DEVICES)]
@@ -215,13 +215,7 @@ def test_a_read_broken_off_by_a_combiner_restart_waits_for_the_total_rebuilt(
 
     combiner.outcome = outcome  # type: ignore[method-assign]
 
-    async def go() -> None:
-        await create_run(store, config(), "run")
-        coordinator = Coordinator(store, fleet, combiner)
-        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
-        await asyncio.wait_for(coordinator.drive("run"), 60)
-
-    asyncio.run(go())
+    drive(store, fleet, combiner)
     assert rebuilding  # (the link heard it)
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
