@@ -310,6 +310,19 @@ def _quiet(logger: str) -> Iterator[None]:
         logging.getLogger(logger).setLevel(level)
 
 
+def close_client(client: Client) -> None:
+    """Closes ``client``. One that lost its scheduler is still trying to reconnect, and closing
+    it cancels that attempt: Dask logs the cancel with its traceback and, on a loaded machine,
+    the cancel can trip asyncio's "Cannot change state of expiring Timeout" (a RuntimeError,
+    ci-under-load on 2026-12-06), which raised from a ``finally`` would stand in for the
+    ``SchedulerLost`` that says what happened. Only a client still running may raise."""
+    if client.status == "running":
+        client.close()
+        return
+    with _quiet("distributed.client"), contextlib.suppress(RuntimeError):
+        client.close()
+
+
 @contextlib.contextmanager
 def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
             ) -> Iterator[Client]:
@@ -325,11 +338,7 @@ def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
         try:
             yield client
         finally:
-            # A client that lost its scheduler is still trying to reconnect; closing it
-            # cancels that attempt, which Dask logs with its traceback (SchedulerLost said it).
-            lost = client.status != "running"
-            with _quiet("distributed.client") if lost else contextlib.nullcontext():
-                client.close()
+            close_client(client)
         return
     workers = local_workers(options)
     # 127.0.0.1 and ports chosen by the OS: nothing listens beyond this machine. No dashboard

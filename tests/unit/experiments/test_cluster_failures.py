@@ -29,6 +29,7 @@ from fedhh.experiments.cluster import (
     WorkersDied,
     await_workers,
     check_scheduler,
+    close_client,
     code_fingerprint,
     compute_run,
     execute,
@@ -174,9 +175,14 @@ def test_a_scheduler_lost_while_waiting_for_a_worker_is_said_to_be_lost() -> Non
             said.append(line)
             cluster.close()
 
-        # (the client's timeout bounds its attempts to reconnect)
-        with Client(address, timeout="3s") as client, pytest.raises(SchedulerLost) as lost:
-            await_workers(client, address, 60.0, say)
+        # (the client's timeout bounds its attempts to reconnect; closed as connect() closes
+        # it: under load a lost client's close can trip asyncio's expiring Timeout)
+        client = Client(address, timeout="3s")
+        try:
+            with pytest.raises(SchedulerLost) as lost:
+                await_workers(client, address, 60.0, say)
+        finally:
+            close_client(client)
     finally:
         cluster.close()
     assert len(said) == 1
@@ -300,3 +306,38 @@ def test_the_runs_a_worker_refuses_go_to_the_other_workers(
     if refusals:  # (the good worker may have been given every run: nothing to move then)
         assert warned[0].startswith(f"Dask worker {bad} refuses the runs, which go to the other "
                                     f"workers: DatasetError: on worker {bad}: dataset directory")
+
+
+class _LostClientClosing:
+    """A client that lost its scheduler (status "connecting") whose close trips asyncio's
+    "Cannot change state of expiring Timeout", as Dask's did under load."""
+
+    def __init__(self, address: str, timeout: str) -> None:
+        self.status = "connecting"
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+        raise RuntimeError("Cannot change state of expiring Timeout")
+
+
+def test_a_lost_client_whose_close_fails_leaves_scheduler_lost_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the close's RuntimeError, raised from connect()'s ``finally``, stood in for the
+    SchedulerLost that says what happened (a traceback for the user)."""
+    import distributed
+
+    monkeypatch.setattr(cluster_module, "check_scheduler", lambda *args: None)
+    monkeypatch.setattr(distributed, "Client", _LostClientClosing)
+    with pytest.raises(SchedulerLost, match=r"^lost"), \
+            cluster_module.connect(ClusterOptions(scheduler="tcp://127.0.0.1:1")) as client:
+        raise SchedulerLost("lost the Dask scheduler tcp://127.0.0.1:1")
+    assert client.closed == 1
+
+
+def test_a_running_client_whose_close_fails_raises() -> None:
+    """Only a client that lost its scheduler is closed quietly: a running one's failure is a bug."""
+    client = _LostClientClosing("tcp://127.0.0.1:1", "1s")
+    client.status = "running"
+    with pytest.raises(RuntimeError, match="expiring Timeout"):
+        close_client(client)  # type: ignore[arg-type]
