@@ -203,7 +203,13 @@ class RoundConfig:
             raise SecAggConfigError("truncated RoundConfig")
         version, id_len = _HEAD.unpack_from(data, offset)
         if version != _VERSION:
-            raise SecAggConfigError(f"unsupported RoundConfig version {version}")
+            # The remedy, not the number alone: a coordinator and its aggregators or devices of
+            # different fedhh versions refused every round with nothing on what to do.
+            older = "this process" if version > _VERSION else "the coordinator"
+            raise SecAggConfigError(
+                f"unsupported RoundConfig version {version} (this process reads version "
+                f"{_VERSION}): {older} runs an older fedhh than the other side; run the same "
+                "fedhh version on the coordinator, the aggregation services and the devices")
         offset += _HEAD.size
         if len(data) != offset + id_len + _BODY.size:
             raise SecAggConfigError("RoundConfig encoding has the wrong length")

@@ -136,14 +136,20 @@ def test_identity_root_only_with_device_auth() -> None:
         RoundConfig.from_bytes(forged)
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_older_configs_are_refused(version: int) -> None:
+@pytest.mark.parametrize(("version", "older"), [(1, "the coordinator"), (4, "the coordinator"),
+                                                 (6, "this process")])
+def test_configs_of_another_version_are_refused_with_the_remedy(version: int, older: str) -> None:
     """Version 1 configs carried no identity root (admissions were per-device signatures);
-    version 2 roots committed to identity keys only (round keys were signed by devices)."""
+    version 2 roots committed to identity keys only (round keys were signed by devices); up to
+    version 4 the tree's leaves were in id order (one proof per roster entry). The refusal
+    says which side is older and what to run, not the number alone."""
     data = bytearray(config().to_bytes())
     offset = len(b"fedhh/secagg/v1/round-config")
     data[offset:offset + 2] = version.to_bytes(2, "big")
-    with pytest.raises(SecAggConfigError, match=f"version {version}"):
+    with pytest.raises(SecAggConfigError, match=(
+            f"^unsupported RoundConfig version {version} \\(this process reads version 5\\): "
+            f"{older} runs an older fedhh than the other side; run the same fedhh version on "
+            "the coordinator, the aggregation services and the devices$")):
         RoundConfig.from_bytes(bytes(data))
 
 
