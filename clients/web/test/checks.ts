@@ -302,6 +302,12 @@ async function merkle(V: Json): Promise<void> {
         equal(await rootFromLeaves(c.n, held, proof.subarray(32)), null, "a multiproof one hash short");
       }
     }
+    for (const m of c.misshapen) {
+      const held = m.positions.map((p: number) => [p, leaves[p] ?? new Uint8Array(32)] as const);
+      const root = await rootFromLeaves(c.n, held, fromHex(m.proof));
+      equal(root === null ? null : toHex(root), m.root,
+            `Python's verdict on a misshapen multiproof of [${m.positions}] in ${c.n} leaves`);
+    }
   }
   const config = parseRoundConfig(fromHex(V.merkle.cohort.config));
   for (const a of V.merkle.cohort.admissions) {

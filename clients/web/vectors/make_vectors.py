@@ -32,7 +32,14 @@ from fedhh.rpc.tasks import COHORT_TASK_CONTEXT, CohortTasks, verify_task
 from fedhh.secagg import shamir
 from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines, verify_config
 from fedhh.secagg.graph import neighbours_of, ring_order, survivors_connected
-from fedhh.secagg.merkle import IdentityTree, cohort_salt, root_from_proof
+from fedhh.secagg.merkle import (
+    HASH_BYTES,
+    IdentityTree,
+    cohort_salt,
+    leaf_hash,
+    root_from_leaves,
+    root_from_proof,
+)
 from fedhh.secagg.messages import (
     MaskedInputRequest,
     ShareKeysRequest,
@@ -401,12 +408,38 @@ def graph_vectors() -> dict[str, Any]:
     return {"orders": orders, "neighbours": neighbourhoods, "connectivity": connectivity}
 
 
+def _misshapen(n: int, leaves: list[bytes], positions: list[int], proof: bytes,
+               root: bytes) -> list[dict[str, Any]]:
+    """Multiproofs of ``positions`` (``proof`` the right one) in shapes a lying server might
+    send, each with the root Python's verifier computes from them (None: refused), so that the
+    TypeScript verifier is held to the same verdict: a hash too many or too few, the hashes
+    reversed (each used at another level or side), a position twice, out of order or out of
+    range, no position. A position outside the tree holds a zero leaf."""
+    def case(ps: list[int], pf: bytes) -> dict[str, Any]:
+        got = root_from_leaves(n, [(p, leaves[p] if 0 <= p < n else bytes(HASH_BYTES))
+                                   for p in ps], pf)
+        assert got != root or (ps, pf) == (positions, proof)
+        return {"positions": ps, "proof": pf.hex(), "root": None if got is None else got.hex()}
+    hashes = [proof[i:i + HASH_BYTES] for i in range(0, len(proof), HASH_BYTES)]
+    cases = [case(positions, proof + bytes(HASH_BYTES)), case(positions, proof + root),
+             case([*positions, positions[-1]], proof), case([n], b""), case([], b"")]
+    if hashes:
+        cases += [case(positions, proof[:-HASH_BYTES]), case(positions, proof[HASH_BYTES:])]
+    if len(hashes) > 1:
+        cases.append(case(positions, b"".join(reversed(hashes))))
+    if len(positions) > 1:
+        cases.append(case(positions[::-1], proof))
+    return cases
+
+
 def merkle_vectors() -> dict[str, Any]:
-    """Cohort trees (each member's leaf position, its proof, and multiproofs for runs and
-    scattered sets of positions) and admissions from a device_auth cohort."""
+    """Cohort trees (each member's leaf position, its proof, multiproofs for runs and
+    scattered sets of positions, and misshapen multiproofs with Python's verdict on each) and
+    admissions from a device_auth cohort. The sizes include powers of two and their
+    neighbours, where the carried odd nodes change."""
     rand = stream("merkle")
     trees = []
-    for n in (1, 2, 3, 5, 8, 13, 37):
+    for n in (1, 2, 3, 5, 8, 13, 37, 7, 9, 16, 17, 31, 33):
         round_id, seed = b"round-" + str(n).encode(), rand(32)
         members = [(rand(32), rand(32), rand(32)) for _ in range(n)]
         tree = IdentityTree(round_id, seed, members)
@@ -420,10 +453,13 @@ def merkle_vectors() -> dict[str, Any]:
         sets = [list(range(n)), [n - 1], sorted({(picks >> i) % n for i in range(0, 40, 5)}),
                 sorted({*range(max(0, n - 3), n), *range(min(n, 3))})]
         multiproofs = [{"positions": ps, "proof": tree.prove(ps).hex()} for ps in sets]
+        leaves = [leaf_hash(salt, u, members[u - 1]) for u in ring_order(seed, n).tolist()]
+        misshapen = _misshapen(n, leaves, sets[2], tree.prove(sets[2]), tree.root)
         trees.append({"round_id": round_id.hex(), "graph_seed": seed.hex(), "n": n,
                       "salt": salt.hex(), "root": tree.root.hex(),
                       "members": [[k.hex() for k in m] for m in members], "positions": positions,
-                      "proofs": proofs, "multiproofs": multiproofs})
+                      "proofs": proofs, "multiproofs": multiproofs,
+                      "misshapen": misshapen})
     cohort = make_cohort(n=6, dimension=10, k=4, t=2, device_auth=True, consistency_check=True,
                          seed=b"web-vectors-auth")
     admissions = [{"device_id": a.device_id, "identity_key": a.identity_key.hex(),
