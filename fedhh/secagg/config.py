@@ -40,6 +40,7 @@ from fedhh.secagg.merkle import (
     leaf_hash,
     root_from_leaves,
     root_from_proof,
+    well_formed_keys,
 )
 from fedhh.secagg.primitives import (
     LABELS,
@@ -304,10 +305,12 @@ def verify_members(members: Sequence[tuple[int, Member]], proof: bytes, config: 
     n, salt = config.num_devices, config.identity_salt
     positions = ring_positions(config.graph_seed, n)[1]
     leaves = []
-    for device_id, keys in members:
+    for member in members:
+        if not isinstance(member, tuple) or len(member) != 2:
+            return False
+        device_id, keys = member
         if (not isinstance(device_id, int) or isinstance(device_id, bool)
-                or not 1 <= device_id <= n or len(keys) != 3
-                or not all(isinstance(key, bytes) and len(key) == HASH_BYTES for key in keys)):
+                or not 1 <= device_id <= n or not well_formed_keys(keys)):
             return False
         leaves.append((int(positions[device_id]), leaf(salt, device_id, keys)))
     leaves.sort(key=lambda leaf: leaf[0])

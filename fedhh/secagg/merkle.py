@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from hashlib import sha256 as _sha256
+from typing import TypeGuard
 
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.graph import ring_positions
@@ -55,6 +56,7 @@ __all__ = [
     "proof_hashes",
     "root_from_leaves",
     "root_from_proof",
+    "well_formed_keys",
 ]
 
 HASH_BYTES = 32
@@ -162,7 +164,8 @@ def root_from_leaves(n: int, leaves: Sequence[tuple[int, bytes]], proof: bytes) 
     return level[0][1]
 
 
-def _well_formed(keys: object) -> bool:
+def well_formed_keys(keys: object) -> TypeGuard[Member]:
+    """True iff ``keys`` is a :data:`Member`: a tuple of three ``KEY_BYTES``-byte strings."""
     return (isinstance(keys, tuple) and len(keys) == 3
             and all(isinstance(k, bytes) and len(k) == KEY_BYTES for k in keys))
 
@@ -172,7 +175,7 @@ def root_from_proof(salt: bytes, n: int, position: int, device_id: int, keys: Me
     """The root that the admission ``proof`` leads to from device ``device_id``'s leaf at
     ``position``, or None if the inputs are malformed (a key that is not 32 bytes, a position
     outside [0, n), a proof of the wrong length)."""
-    if (not _well_formed(keys) or not isinstance(device_id, int) or not isinstance(n, int)
+    if (not well_formed_keys(keys) or not isinstance(device_id, int) or not isinstance(n, int)
             or not isinstance(position, int) or not 0 <= position < n
             or not isinstance(proof, bytes)
             or len(proof) != HASH_BYTES * len(_path_nodes(n, position))):
@@ -240,7 +243,7 @@ class IdentityTree:
         if n < 1:
             raise SecAggConfigError("the cohort is empty")
         for i, keys in enumerate(members, start=1):
-            if not _well_formed(keys):
+            if not well_formed_keys(keys):
                 raise SecAggConfigError(f"device {i} needs three {KEY_BYTES}-byte keys "
                                         "(identity, c_pk, s_pk)")
         self.n = n

@@ -161,6 +161,18 @@ def test_the_tree_refuses_positions_out_of_order_or_range() -> None:
     assert not verify_members([(True, keys[0])], tree.proof(1), config)
 
 
+@pytest.mark.parametrize("members", [
+    [(1, None)], [(1, b"\0" * 96)], [(1, 7)], [(1,)], [None], [(1, [b"\0" * 32] * 3)],
+], ids=["no keys", "keys as one string", "keys a number", "no keys in the pair", "no pair",
+        "keys a list"])
+def test_a_malformed_member_is_refused_not_raised(members: list[object]) -> None:
+    """verify_members says False of any shape of input (a host's memoised leaf hash takes only
+    a tuple of keys): it raised TypeError or ValueError on these."""
+    tree = IdentityTree(ROUND, bytes(32), _keys(8, 1))
+    config = _config(tree, 8, 4, bytes(32))
+    assert verify_members(members, tree.proof(1), config) is False  # type: ignore[arg-type]
+
+
 RING = {"n": 24, "k": 6, "t": 3, "n_min": 6, "device_auth": True}
 
 
