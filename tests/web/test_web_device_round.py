@@ -248,6 +248,69 @@ TAMPERING: dict[str, tuple[Stage, Callable[[Cohort, Any], Any], AbortReason]] = 
 }
 
 
+def _neighbours(roster: list[Any]) -> list[int]:
+    return [i for i, e in enumerate(roster) if e.device_id != TARGET]
+
+
+def _keys_substituted(cohort: Cohort, r: Any) -> Any:
+    def change(roster: list[Any]) -> None:  # the server's own key, in the entry and admission
+        i = _neighbours(roster)[0]
+        key = _flip(roster[i].c_pk, 0)
+        roster[i] = dataclasses.replace(roster[i], c_pk=key, admission=dataclasses.replace(
+            roster[i].admission, c_pk=key))
+    return _roster(r, change)
+
+
+def _keys_swapped(cohort: Cohort, r: Any) -> Any:
+    def change(roster: list[Any]) -> None:  # two neighbours' keys, each under the other's id
+        i, j = _neighbours(roster)[:2]
+        a, b = roster[i], roster[j]
+        roster[i] = dataclasses.replace(b, device_id=a.device_id, admission=dataclasses.replace(
+            b.admission, device_id=a.device_id))
+        roster[j] = dataclasses.replace(a, device_id=b.device_id, admission=dataclasses.replace(
+            a.admission, device_id=b.device_id))
+    return _roster(r, change)
+
+
+def _entry_left_out(cohort: Cohort, r: Any) -> Any:
+    def change(roster: list[Any]) -> None:  # still t neighbours, the proof of all of them
+        del roster[_neighbours(roster)[0]]
+    return _roster(r, change)
+
+
+ROSTER_PROOF_TAMPERING: dict[str, Callable[[Cohort, Any], Any]] = {
+    "a neighbour's keys substituted": _keys_substituted,
+    "two neighbours' keys swapped": _keys_swapped,
+    "an entry left out under the whole roster's proof": _entry_left_out,
+    "a flipped proof byte": lambda cohort, r: dataclasses.replace(
+        r, range_proof=_flip(r.range_proof, 0)),
+    "a proof one hash long": lambda cohort, r: dataclasses.replace(
+        r, range_proof=r.range_proof + bytes(32)),
+    "a proof one hash short": lambda cohort, r: dataclasses.replace(
+        r, range_proof=r.range_proof[32:]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROSTER_PROOF_TAMPERING))
+def test_a_roster_not_under_its_proof_aborts_as_in_python(bridge: NodeDevices,
+                                                          name: str) -> None:
+    """With device_auth, a roster the server changed against its one multiproof (keys,
+    entries, or the proof itself) makes a TypeScript device abort as a Python device does,
+    before it shares anything."""
+    tamper = ROSTER_PROOF_TAMPERING[name]
+    cohort = make_cohort(n=N, dimension=20, k=K, t=T, device_auth=True, seed=b"web-roster-proof")
+
+    def to_device(at: Stage, u: int, request: Any) -> Any:
+        return tamper(cohort, request) if (at, u) == (Stage.SHARE_KEYS, TARGET) else request
+
+    reasons = []
+    for ts_ids in (set(), {TARGET, 6}):  # all Python, then the target in TypeScript
+        outcome = _round(bridge, cohort, ts_ids, to_device=to_device)
+        assert set(outcome.device_aborts) == {TARGET}, outcome.device_aborts
+        reasons.append(outcome.device_aborts[TARGET].reason)
+    assert reasons == [AbortReason.BAD_SIGNATURE] * 2
+
+
 @pytest.mark.parametrize("name", sorted(TAMPERING))
 def test_tampered_requests_abort_as_in_python(bridge: NodeDevices, name: str) -> None:
     stage, tamper, reason = TAMPERING[name]
