@@ -28,6 +28,7 @@ from fedhh.secagg.merkle import (
     cohort_salt,
     leaf_hash,
     proof_hashes,
+    root_from_leaves,
     root_from_proof,
 )
 from fedhh.secagg.primitives import (
@@ -69,6 +70,25 @@ def test_every_member_verifies_and_proofs_are_short(n: int) -> None:
         proof, position = tree.proof(i), tree.position(i)
         assert len(proof) == HASH_BYTES * proof_hashes(n, [position]) <= HASH_BYTES * depth
         assert root_from_proof(tree.salt, n, position, i, keys[i - 1], proof) == tree.root
+
+
+def test_an_admissions_verifier_agrees_with_the_multiproofs_on_any_proof_length() -> None:
+    """root_from_proof (one leaf's path, the admissions' loop) and root_from_leaves (the
+    rosters') are two verifiers of one shape: for every position of trees of 1 to 33 leaves
+    (powers of two and their neighbours among them), the right proof, one hash short, one
+    long and its hashes reversed get the same verdict from both."""
+    keys = keys_for(33)
+    for n in range(1, 34):
+        tree = IdentityTree(ROUND, SEED, keys[:n])
+        for i in range(1, n + 1):
+            proof, position = tree.proof(i), tree.position(i)
+            leaf = leaf_hash(tree.salt, i, keys[i - 1])
+            hashes = [proof[j:j + HASH_BYTES] for j in range(0, len(proof), HASH_BYTES)]
+            for shape in (proof, proof[HASH_BYTES:], proof + bytes(HASH_BYTES),
+                          b"".join(reversed(hashes))):
+                one = root_from_proof(tree.salt, n, position, i, keys[i - 1], shape)
+                assert one == root_from_leaves(n, [(position, leaf)], shape), (n, i, len(shape))
+                assert (one == tree.root) == (shape == proof)
 
 
 def test_leaves_are_in_ring_order() -> None:
