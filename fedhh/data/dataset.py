@@ -36,6 +36,7 @@ import codecs
 import itertools
 import json
 import logging
+import math
 import mmap
 import os
 import re
@@ -398,6 +399,20 @@ def read_cache(path: Path, names: Iterable[str]) -> dict[str, np.ndarray] | None
         return None
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity (Python's json reads and writes them; JSON holds
+    no such number) as None, at any depth: a stranger's meta.json stats reach `fedhh data
+    inspect --json` and a dataset saved again, whose readers parse strict JSON. Before, NaN
+    went out as ``NaN``, which such a reader refuses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 def load_dataset(path: str | os.PathLike[str], validate: bool = True,
                  progress: bool = False) -> FederatedDataset:
     """Open a dataset directory memory-mapped; DatasetError names any defect found. With
@@ -418,7 +433,7 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True,
         counts,
         name=str(meta.get("name", root.name)),
         provenance=str(meta.get("provenance", "")),
-        stats=dict(meta.get("stats", {})),
+        stats=_finite(dict(meta.get("stats", {}))),
         root=root,
     )
     _check_structure(root, meta, dataset)

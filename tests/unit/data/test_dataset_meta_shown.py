@@ -101,3 +101,24 @@ def test_inspect_leaves_out_a_tail_share_that_is_no_number(
     (path / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     assert main(["data", "inspect", str(path)]) == 0
     assert "  share of tokens from the rare tail: 0.2500\n" in capsys.readouterr().out
+
+
+def _strict(constant: str) -> None:
+    raise AssertionError(f"{constant} is not JSON")
+
+
+def test_inspect_json_gives_no_number_json_has_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (Python's json writes NaN and Infinity, so a stranger's meta.json may hold them; before,
+    # `inspect --json` passed them on as NaN, which a strict JSON reader refuses)
+    path = _folder(tmp_path, [{"a": 1}, {"b": 1}])
+    meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    meta["stats"] = {"tail_token_share": float("nan"), "spread": [1.5, float("inf")],
+                     "deep": {"low": float("-inf"), "kept": "NaN"}}
+    (path / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert main(["data", "inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out, parse_constant=_strict)
+    assert report["stats"] == {"tail_token_share": None, "spread": [1.5, None],
+                               "deep": {"low": None, "kept": "NaN"}}
+    assert main(["data", "inspect", str(path)]) == 0
+    assert "rare tail" not in capsys.readouterr().out
