@@ -142,8 +142,12 @@ def test_a_combiner_killed_mid_round_is_taken_over(topo: LocalTopology) -> None:
         combiner_log = logs.new("combiner")
     assert run.state == "done", run.error
     assert "sharded round taken over after a restart" in combiner_log
-    assert [r.state for r in run.rounds] == ["released"]
-    assert run.rounds[0].participants == 200
+    states = [(r.state, r.reason) for r in run.rounds]
+    # Released by the combiner that took the round over or, where its restart outlasted a
+    # stage's window (a loaded machine: ci-under-load on 2026-12-06 saw the first attempt
+    # aborted), by the next attempt after a free abort: never charged twice.
+    assert states[-1][0] == "released" and all(s == "aborted" for s, _ in states[:-1]), states
+    assert run.rounds[-1].participants == 200
     assert spends(results) == [(0, 200)]
 
 
