@@ -195,10 +195,15 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
         assert devices is not None
         assert [d["user"] for d in devices] == [57, 58, 59]
         assert all(d["deviceId"] and d["spent"] > 0 and not d["error"] for d in devices), devices
+        # Each round's query as the device got it: what it reported on, what it sent, at what ε.
+        query = re.compile(r"^\d+ prefix(es)? of \d+ bits, segment \d+ bits?; "
+                           r"report [\d,]+ bytes at local ε [\d.e-]+$")
+        assert all(query.match(t["query"]) for d in devices for t in d["tasks"]), devices
         rows, progress = shown(browser, lambda rows, progress: len(rows) == WEB_DEVICES and all(
             "contributed" in row for row in rows) and "released: 60 contributors" in progress)
         assert len(rows) == WEB_DEVICES
         assert all("contributed" in row for row in rows), rows
+        assert all(re.search(r"report [\d,]+ bytes at local ε", row) for row in rows), rows
         assert "released: 60 contributors" in progress, progress
 
         # Reloaded, the page goes on with the same devices (their identities and budgets in

@@ -17,6 +17,7 @@ import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
 import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
 import { type DeviceEvent, runDevice } from "../src/run.js";
+import { queryText } from "./query.js";
 import { roundsContributed } from "./rounds.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
@@ -40,6 +41,8 @@ export interface DemoConfig {
 
 export interface TaskView {
   task: string;
+  /** The round's query as the task gave it (`queryText`). */
+  query: string;
   outcome: TaskResult["outcome"];
   contributed: boolean;
   detail: string;
@@ -52,6 +55,8 @@ export interface DeviceView {
   state: "enrolling" | "waiting for another tab" | "enrolled" | "checking in" | "no contact"
     | "in a round" | "failed";
   task: string;
+  /** The query of the device's current task (`queryText`), or "". */
+  query: string;
   stage: string;
   /** What the device does while it has no task (shown in place of the round and stage). */
   note: string;
@@ -141,6 +146,7 @@ function show(view: DeviceView, event: DeviceEvent): void {
     case "task":
       view.state = "in a round"; view.note = ""; view.noAnswerSince = 0;
       view.task = `${event.task.runId} round ${event.task.round}.${event.task.attempt}`;
+      view.query = queryText(event.task);
       view.stage = "checking the config";
       break;
     case "stage":
@@ -148,8 +154,8 @@ function show(view: DeviceView, event: DeviceEvent): void {
       break;
     case "result": {
       const r = event.result;
-      view.tasks.push({ task: `${r.runId} round ${r.round}.${r.attempt}`, outcome: r.outcome,
-                        contributed: r.contributed, detail: r.detail });
+      view.tasks.push({ task: `${r.runId} round ${r.round}.${r.attempt}`, query: view.query,
+                        outcome: r.outcome, contributed: r.contributed, detail: r.detail });
       view.spent = event.spent;
       view.stage = "";
       break;
@@ -209,6 +215,8 @@ function render(): void {
     cell(row, v.state === "failed" ? v.error : v.state, `state-${v.state.replace(/ /g, "-")}`);
     cell(row, v.task ? `${v.task}: ${v.stage}` : v.note || "–");
     const last = v.tasks[v.tasks.length - 1];
+    // (the current round's query; between rounds, the last round's)
+    cell(row, (v.task ? v.query : last?.query) || "–", "query");
     cell(row, last === undefined ? "–" : `${last.task}: ${outcomeText(last)}`,
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
     cell(row, String(roundsContributed(v.tasks)));
@@ -276,7 +284,8 @@ async function pollProgress(): Promise<void> {
 async function main(): Promise<void> {
   const config = await (await fetch("demo.json", { cache: "no-store" })).json() as DemoConfig;
   config.tokens.forEach((_, i) => views.push({
-    user: config.users[i]!, deviceId: "", state: "enrolling", task: "", stage: "", note: "",
+    user: config.users[i]!, deviceId: "", state: "enrolling", task: "", query: "", stage: "",
+    note: "",
     noAnswerSince: 0, tasks: [], spent: 0, error: "" }));
   changed();
   void pollProgress();
