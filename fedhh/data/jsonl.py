@@ -54,7 +54,7 @@ def _no_constant(name: str) -> Any:
 
 class _Number:
     """A JSON number no count can be, kept as the file wrote it: a fraction or exponent
-    (``1e5``, ``1.0``) or an integer too long for a count. A message shows it so (before,
+    (``1e5``, ``1.0``), an integer too long for a count, or ``-0``. A message shows it so (before,
     Python's reading: ``1e5`` as 100000.0, ``1e400`` as inf), and an integer of thousands of
     digits is no longer "not JSON" with advice to call sys.set_int_max_str_digits()."""
 
@@ -63,7 +63,9 @@ class _Number:
 
 
 def _integer(text: str) -> int | _Number:
-    return int(text) if len(text) <= 20 else _Number(text)  # (a count is 10 digits at most)
+    # (a count is 10 digits at most; ``-0``, which int() reads as 0, no count either: shown
+    # so, an item written ``"-0"`` not ``"0"``, another item, as the message said before)
+    return int(text) if len(text) <= 20 and text != "-0" else _Number(text)
 
 
 def loads(text: str, **hooks: Any) -> Any:

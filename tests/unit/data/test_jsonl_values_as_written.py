@@ -31,6 +31,8 @@ LONG = "9" * 5000
                      'string: "1e400"'),
     ('["a", -0.50]', 'item 2 (-0.50) is a JSON number, not a string; an item is a JSON '
                      'string: "-0.50"'),
+    # (before, "item 2 (0) ... an item is a JSON string: \"0\"", another item than -0)
+    ('["a", -0]', 'item 2 (-0) is a JSON number, not a string; an item is a JSON string: "-0"'),
     ('["a", true]', 'item 2 (true) is a JSON boolean, not a string; an item is a JSON '
                     'string: "true"'),
     ('["a", null]', "item 2 (null) is a JSON null, not a string"),
@@ -39,6 +41,7 @@ LONG = "9" * 5000
     (f'["a", {LONG}]', f"item 2 ({LONG[:57]}...) is a JSON number, not a string"),
     ('{"a": 1e0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got 1e0"),
     ('{"a": 2.0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got 2.0"),
+    ('{"a": -0}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, got -0"),
     ('{"a": false}', "item 1 ('a'): its count must be an integer from 1 to 4,294,967,295, "
                      "got false"),
     ('{"items": {"b": 2}}', "item 1 ('items'): its count must be an integer from 1 to "
@@ -79,6 +82,7 @@ def test_a_leaf_sample_is_named_by_json_kinds(tmp_path: Path, sample: str, said:
 @pytest.mark.parametrize(("sample", "said"), [
     ("1e5", "a sample holds a JSON number (1e5); expected strings or lists of strings"),
     ("-0.50", "a sample holds a JSON number (-0.50); expected strings or lists of strings"),
+    ("-0", "a sample holds a JSON number (-0); expected strings or lists of strings"),
     ("1e400", "a sample holds a JSON number (1e400); expected strings or lists of strings"),
     (LONG, f"a sample holds a JSON number ({'9' * 57}...); expected strings or lists of "
            "strings"),
@@ -101,6 +105,7 @@ def test_nan_is_no_json_number_in_a_leaf_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "said"), [
     ('["a", 1e5]', "line 1: element 2 (1e5) is a JSON number, not a string"),
+    ('["a", -0]', "line 1: element 2 (-0) is a JSON number, not a string"),
     ('["a", NaN]', "not JSON (NaN is not a JSON number)"),
 ])
 def test_an_item_lists_number_is_shown_as_the_file_writes_it(tmp_path: Path, text: str,
