@@ -961,10 +961,20 @@ def column_cut_note(hitters: Sequence[Any], rows: Sequence[tuple[str, bool]],
     cut = [row for item, row in zip(items, rows, strict=True) if row[0] != item]
     if not cut:
         return ""
+    # (URLs or queries that share the column's width of beginning, ``...?page=1`` and
+    # ``...?page=2``, cut there show as one text: before, nothing said the rows that read
+    # as one item listed again were as many items, told apart only in --json)
+    shown: dict[str, set[str]] = {}
+    for item, row in zip(items, rows, strict=True):
+        if row[0] != item:
+            shown.setdefault(row[0], set()).add(item)
+    alike = sum(len(held) for held in shown.values() if len(held) > 1)
     return (f"({len(cut):,} listed here {'is' if len(cut) == 1 else 'are'} wider than the item "
             f"column's {width} columns, cut to them ending in …: each stands for "
-            f"its item, which begins so; {whole} gives {'it' if len(cut) == 1 else 'them'} "
-            "whole)")
+            f"its item, which begins so"
+            + (f"; {alike:,} of them show alike, different items whose difference lies past "
+               "the column" if alike else "")
+            + f"; {whole} gives {'it' if len(cut) == 1 else 'them'} whole)")
 
 
 def _table(rows: list[tuple], item: int | None = None, tail: bool = False) -> None:

@@ -106,3 +106,25 @@ def test_a_rows_note_keeps_its_counts_in_line(capsys: pytest.CaptureFixture[str]
     noted = next(line for line in lines if "東京" in line and "2 cut" in line)
     new = next(line for line in lines if " new " in line)
     assert round_ends(noted, "2 cut") == round_ends(head, "note") == columns(new.rstrip())
+
+
+def test_rows_cut_alike_are_said_to_be_different_items(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """URLs that share the column's width of beginning (query strings differing at the end)
+    show as one cut text: the note says how many of the rows so are different items (before,
+    three rows reading as one URL listed three times, nothing said so)."""
+    payload = _payload()
+    stem = "https://example.com/search?q=" + "x" * 60 + "&page="
+    payload["heavy_hitters"] = [payload["heavy_hitters"][0]] + [
+        {**payload["heavy_hitters"][1], "item": stem + page, "estimate": 95.0 - i}
+        for i, page in enumerate("123")]
+    print_summary(payload, top=20)
+    lines = capsys.readouterr().out.splitlines()
+    shown = stem[:ITEM_COLUMNS_MAX - 1] + "…"
+    assert sum(shown in line for line in lines) == 3
+    assert ("(3 listed here are wider than the item column's 48 columns, cut to them ending "
+            "in …: each stands for its item, which begins so; 3 of them show alike, different "
+            "items whose difference lies past the column; --json gives them whole)") in lines
+    payload["heavy_hitters"][2]["item"] = "https://example.com/" + "b" * 60
+    print_summary(payload, top=20)
+    assert "2 of them show alike" in capsys.readouterr().out
