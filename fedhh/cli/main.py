@@ -69,8 +69,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {self._missing_command(message)}"
-                     f"{self._suggestion(message)}\n")
+        said = env_file_names(f"{self._missing_command(message)}{self._suggestion(message)}")
+        self.exit(2, f"{self.prog}: error: {said}\n")
 
     def _missing_command(self, message: str) -> str:
         """"name a command: simulate, data, ... (`fedhh --help` says what each does)" for a
@@ -228,9 +228,39 @@ def _guess(word: str, known: list[str]) -> tuple[list[str], str]:
     return begun or difflib.get_close_matches(word, known, n=1, cutoff=0.75), ""
 
 
+# Set by deploy/docker-compose.yml in each service: "--option=VARIABLE[,VARIABLE...] ...", the
+# .env variables each option's value is made of. The operator edits deploy/.env and never types
+# the options, so a refused value is named by its variable, not only by an option they never saw.
+OPTIONS_FROM_ENV = "FEDHH_OPTIONS_FROM_ENV"
+ENV_FILE = "deploy/.env"
+
+
+def env_file_names(message: str) -> str:
+    """``message`` naming the .env variables behind the options it names, where
+    $FEDHH_OPTIONS_FROM_ENV says which: "FEDHH_QUIET_CLOSE_MS (deploy/.env, given as
+    --quiet-close-ms): must be an integer, got 'abc'" for argparse's "argument
+    --quiet-close-ms: ...", and " (--web-origin is FEDHH_WEB_ORIGINS in deploy/.env)" after a
+    later check's words that name the option."""
+    sources: dict[str, list[str]] = {}
+    for word in os.environ.get(OPTIONS_FROM_ENV, "").split():
+        option, _, names = word.partition("=")
+        if option.startswith("--") and names:
+            sources[option] = names.split(",")
+    if not sources:
+        return message
+    given = re.match(r"argument (--[\w-]+)(?:/[\w-]+)*: ", message)
+    if given and given[1] in sources:
+        return (f"{' or '.join(sources[given[1]])} ({ENV_FILE}, given as {given[1]}): "
+                f"{message[given.end():]}")
+    named = [f"{option} is {' and '.join(names)} in {ENV_FILE}"
+             for option, names in sources.items()
+             if re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", message)]
+    return message + (f" ({'; '.join(named)})" if named else "")
+
+
 def usage_error(parser_prog: str, message: str) -> NoReturn:
     """Fail like argparse does for a bad option value: one line, exit code 2."""
-    sys.stderr.write(f"{parser_prog}: error: {message}\n")
+    sys.stderr.write(f"{parser_prog}: error: {env_file_names(message)}\n")
     raise SystemExit(2)
 
 

@@ -262,3 +262,53 @@ def test_a_health_check_may_take_what_a_loaded_host_needs() -> None:
     for name in ("coordinator", "aggregator", "selector"):
         timeout = document()["services"][name]["healthcheck"]["timeout"]
         assert int(timeout[:-1]) * seconds[timeout[-1]] >= 30, (name, timeout)
+
+
+def option_variables(command: list[str]) -> dict[str, list[str]]:
+    """The .env variables each `--option=` of a command (uninterpolated) is made of."""
+    found: dict[str, list[str]] = {}
+    for word in command:
+        option, _, value = word.partition("=")
+        names = [name for name, _ in VARIABLE.findall(value)]
+        if option.startswith("--") and names:
+            found[option] = list(dict.fromkeys(found.get(option, []) + names))
+    return found
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_service_says_which_env_variables_its_options_are_made_of(service: str) -> None:
+    """FEDHH_OPTIONS_FROM_ENV, which the CLI's errors read, holds what the command uses: an
+    option given a new variable, or a new option, without it would be named alone again."""
+    spec = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"][service]
+    said = spec.get("environment", {}).get("FEDHH_OPTIONS_FROM_ENV", "")
+    declared = {option: names.split(",") for option, _, names in
+                (word.partition("=") for word in said.split())}
+    assert declared == option_variables(invocation(spec))
+
+
+@pytest.mark.parametrize(("service", "variable", "value", "said"), [
+    ("aggregator", "FEDHH_QUIET_CLOSE_MS", "abc", "must be an integer, got 'abc'"),
+    ("aggregator", "FEDHH_AGGREGATOR_PORT", "70000", "must be a port"),
+    ("coordinator", "FEDHH_LIFETIME_EPS", "ten", "must be a number, got 'ten'"),
+    ("coordinator", "FEDHH_BUDGET_PERIOD_DAYS", "-1", "got '-1'"),
+    ("selector", "FEDHH_LOG_LEVEL", "LOUD", "invalid choice: 'LOUD'"),
+    ("devices-2", "FEDHH_LOG_LEVEL", "VERBOSE", "invalid choice: 'VERBOSE'"),
+])
+def test_a_refused_env_value_is_named_by_its_variable(
+        service: str, variable: str, value: str, said: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The operator edits deploy/.env: a value a service refuses is named by its variable
+    (before, by the option alone, "argument --quiet-close-ms: must be an integer", an option
+    they never typed, in `docker compose logs`)."""
+    env = {**env_example(), variable: value}
+    text = VARIABLE.sub(lambda m: env.get(m.group(1), m.group(2) or ""),
+                        (DEPLOY / "docker-compose.yml").read_text())
+    spec = yaml.safe_load(text)["services"][service]
+    monkeypatch.setenv("FEDHH_OPTIONS_FROM_ENV", spec["environment"]["FEDHH_OPTIONS_FROM_ENV"])
+    with pytest.raises(SystemExit) as stop:
+        main(invocation(spec))
+    assert stop.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"fedhh {spec['command'][0]}: error: {variable} (deploy/.env, "
+                           "given as --"), line
+    assert said in line and "\n" not in line, line
