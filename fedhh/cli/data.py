@@ -278,14 +278,19 @@ def _inspect(args: argparse.Namespace) -> int:
         # (an item of 1,023 small letters and one of 1,024 were listed alike, and nothing said
         # that no run can give the second whole)
         named = past["heaviest"][:PAST_NAMED]
-        heaviest = printable_rows(fitted_rows([(row["item"], False) for row in named],
-                                              PAST_COLUMNS_MAX))
+        fitted = fitted_rows([(row["item"], False) for row in named], PAST_COLUMNS_MAX)
+        heaviest = printable_rows(fitted)
+        from fedhh.cli.simulate import shown_alike
+
+        alike = shown_alike([row["item"] for row in named], fitted)
         print(f"  {past['items']:,} item{' is' if past['items'] == 1 else 's are'} longer than "
               f"the codes can be with the {past['codec']} codebook ({past['bits']:,} bits): "
               "a run shows each cut there, as the prefix of every item starting so, never "
               "whole (docs/codecs.md, \"How long an item can be\"); the most held: "
               + ", ".join(f"{item} ({row['unweighted']:.2%} of the users)"
                           for item, row in zip(heaviest, named, strict=True))
+              + (f" ({alike} of them cut alike to {PAST_COLUMNS_MAX} columns here, different "
+                 "items)" if alike else "")
               + ("" if past["items"] <= PAST_NAMED else
                  f" (--json's past_the_codes lists {len(past['heaviest']):,})"))
     return 0

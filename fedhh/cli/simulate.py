@@ -207,8 +207,9 @@ def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: s
     if not past["items"]:
         return
     named = past["heaviest"][:PAST_NAMED]
-    shown = printable_rows(fitted_rows([(row["item"], False) for row in named],
-                                       PAST_COLUMNS_MAX))
+    fitted = fitted_rows([(row["item"], False) for row in named], PAST_COLUMNS_MAX)
+    shown = printable_rows(fitted)
+    alike = shown_alike([row["item"] for row in named], fitted)
     items = past["items"]
     print(f"{program}: warning: {items:,} {_plural(items, 'item')} held by "
           f"{past['users']:.1%} of the users {'is' if items == 1 else 'are'} longer than this "
@@ -219,6 +220,8 @@ def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: s
                       + (f"{row['needs_bits']:,} bits" if row["needs_bits"] else
                          f"past {MAX_SUPPORTED_BITS:,} bits, the codes' limit") + ")"
                       for item, row in zip(shown, named, strict=True))
+          + (f" ({alike} of them cut alike to {PAST_COLUMNS_MAX} columns here, different items)"
+             if alike else "")
           + ("" if items <= len(named) or program != "fedhh simulate" else
              f" (--json's past_the_codes lists the {len(past['heaviest']):,} most held)")
           + f". {_past_reach(named, run, mode, asked, eps_local)}", file=sys.stderr,
@@ -952,6 +955,18 @@ def _fmt(value: Any) -> str:
 ITEM_COLUMNS_MAX = 48  # the lists' item column, as `fedhh up`'s
 
 
+def shown_alike(items: Sequence[str], rows: Sequence[tuple[str, bool]]) -> int:
+    """How many of ``items``, shown as ``rows`` (``fitted_rows``), are cut to a text another
+    of them is cut to too: URLs or queries that share the column's width of beginning,
+    ``...?page=1`` and ``...?page=2``, read as one item listed again (before, nothing said
+    they were as many items, told apart only in --json)."""
+    shown: dict[str, set[str]] = {}
+    for item, row in zip(items, rows, strict=True):
+        if row[0] != item:
+            shown.setdefault(row[0], set()).add(item)
+    return sum(len(held) for held in shown.values() if len(held) > 1)
+
+
 def column_cut_note(hitters: Sequence[Any], rows: Sequence[tuple[str, bool]],
                     width: int = ITEM_COLUMNS_MAX, whole: str = "--json") -> str:
     """The line under a list whose ``rows`` (``fitted_rows`` of the ``hitters``, dicts or
@@ -961,14 +976,7 @@ def column_cut_note(hitters: Sequence[Any], rows: Sequence[tuple[str, bool]],
     cut = [row for item, row in zip(items, rows, strict=True) if row[0] != item]
     if not cut:
         return ""
-    # (URLs or queries that share the column's width of beginning, ``...?page=1`` and
-    # ``...?page=2``, cut there show as one text: before, nothing said the rows that read
-    # as one item listed again were as many items, told apart only in --json)
-    shown: dict[str, set[str]] = {}
-    for item, row in zip(items, rows, strict=True):
-        if row[0] != item:
-            shown.setdefault(row[0], set()).add(item)
-    alike = sum(len(held) for held in shown.values() if len(held) > 1)
+    alike = shown_alike(items, rows)
     return (f"({len(cut):,} listed here {'is' if len(cut) == 1 else 'are'} wider than the item "
             f"column's {width} columns, cut to them ending in …: each stands for "
             f"its item, which begins so"
