@@ -52,7 +52,7 @@ from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.serving import (
-    check_failure_status,
+    credential_refusal,
     does_not_parse,
     listener_context,
     too_large,
@@ -308,11 +308,9 @@ class ConnectServer:
                                f"Connect-Protocol-Version must be {PROTOCOL_VERSION}")
         timeout_s = _timeout_s(request.headers.get("Connect-Timeout-Ms"))
         metadata = tuple((k.lower(), v) for k, v in request.headers.items())
-        if procedure.check is not None:
-            try:
-                procedure.check(metadata)
-            except FedhhError as error:
-                raise ConnectError(check_failure_status(error), details_of(error)) from None
+        if procedure.check is not None and (
+                refused := credential_refusal(procedure.check, metadata, "connect")) is not None:
+            raise ConnectError(*refused)
         return procedure, timeout_s, metadata
 
     async def _expect(self, request: web.Request) -> web.StreamResponse | None:

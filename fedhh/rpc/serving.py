@@ -30,6 +30,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.output_paths import check_output
 from fedhh.rpc import task_census
 from fedhh.rpc.channel_pool import stream_cap_warning
+from fedhh.rpc.errors import details_of
 from fedhh.rpc.health import Health, Reflection
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
@@ -285,8 +286,7 @@ class RequestDeadline(grpc.aio.ServerInterceptor):
 CredentialCheck = Callable[[tuple[tuple[str, str | bytes], ...]], object]
 
 
-def _refuse_unread(reason: str, code: grpc.StatusCode = grpc.StatusCode.UNAUTHENTICATED
-                   ) -> grpc.RpcMethodHandler:
+def _refuse_unread(code: grpc.StatusCode, reason: str) -> grpc.RpcMethodHandler:
     async def refuse(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
         await context.abort(code, reason)
     return grpc.stream_unary_rpc_method_handler(refuse)
@@ -299,6 +299,24 @@ def check_failure_status(error: BaseException) -> grpc.StatusCode:
     unavailable", and a device takes that for its credential rejected."""
     custom = getattr(error, "grpc_status", None)
     return custom if isinstance(custom, grpc.StatusCode) else grpc.StatusCode.UNAUTHENTICATED
+
+
+def credential_refusal(check: CredentialCheck, metadata: tuple[tuple[str, str | bytes], ...],
+                       port: str) -> tuple[grpc.StatusCode, str] | None:
+    """None when ``metadata`` passes ``check``, else the code and words the call is refused
+    with, the same on every port (gRPC's :class:`CredentialGate`, Connect, framed): a domain
+    error's :func:`check_failure_status` and its message on one bounded line
+    (``errors.details_of``); any other error INTERNAL, logged, its words not sent. Before,
+    gRPC's gate sent a refusal's text unbounded, over as many lines as it had, and let any
+    other error out to gRPC, which answered UNKNOWN with its type and text."""
+    try:
+        check(metadata)
+    except FedhhError as error:
+        return check_failure_status(error), details_of(error)
+    except Exception:  # (a bug, or the store failing: this call's end, not the port's)
+        log.exception("a call's credential check failed", extra={"port": port})
+        return grpc.StatusCode.INTERNAL, "internal error"
+    return None
 
 
 def credential_check_for(checks: Mapping[str, CredentialCheck], method: str
@@ -317,10 +335,11 @@ class CredentialGate(grpc.aio.ServerInterceptor):
 
     ``checks`` maps a method's full name (``/package.Service/Method``) or a service's prefix
     (``/package.Service/``) to a check that raises :class:`fedhh.errors.AuthenticationError`.
-    A refused call is answered UNAUTHENTICATED by a stream-request handler that never asks for
-    the request, so an unauthenticated caller costs the service its metadata only: gRPC would
-    otherwise receive and parse a unary request in full (up to the receive cap) before the
-    servicer could look at the caller. Servicers keep their own checks."""
+    A refused call is answered as :func:`credential_refusal` words it (UNAUTHENTICATED, unless
+    the error names its own code) by a stream-request handler that never asks for the request,
+    so an unauthenticated caller costs the service its metadata only: gRPC would otherwise
+    receive and parse a unary request in full (up to the receive cap) before the servicer could
+    look at the caller. Servicers keep their own checks."""
 
     def __init__(self, checks: Mapping[str, CredentialCheck]) -> None:
         self._checks = checks
@@ -331,10 +350,10 @@ class CredentialGate(grpc.aio.ServerInterceptor):
         method = method.decode() if isinstance(method, bytes) else str(method)
         check = credential_check_for(self._checks, method)
         if check is not None:
-            try:
-                check(tuple(details.invocation_metadata or ()))
-            except FedhhError as error:
-                return _refuse_unread(str(error), check_failure_status(error))
+            refused = credential_refusal(check, tuple(details.invocation_metadata or ()),
+                                         "grpc")
+            if refused is not None:
+                return _refuse_unread(*refused)
         return await continuation(details)
 
 

@@ -648,6 +648,10 @@ ONE_PIECE = {
     "gc.freeze": ("fedhh.rpc.serving",),
     "gc.set_threshold": ("fedhh.rpc.serving",),
     "resource.setrlimit": ("fedhh.rpc.http_listener",),
+    # a call's credential check refused alike on every port (serving.credential_refusal: a
+    # domain error's status and one bounded line, anything else INTERNAL and logged); before,
+    # each port ran the check and called this itself, and gRPC's gate drifted from the others
+    "fedhh.rpc.serving.check_failure_status": ("fedhh.rpc.serving",),
 }
 
 
@@ -784,10 +788,17 @@ def test_a_constructor_called_outside_its_piece_is_reported(tmp_path: Path) -> N
             "server/fedhh_coordinator/main.py": "import asyncio\n\n\ndef run(x):\n"
                                                 "    return asyncio.run(x)\n",
             "fedhh/simulation/runner.py": "import asyncio\n\n\ndef run(x):\n"
-                                          "    return asyncio.run(x)\n"})
+                                          "    return asyncio.run(x)\n",
+            # a port that runs a call's credential check and words its refusal itself
+            "fedhh/rpc/framed/server.py":
+                "from fedhh.errors import FedhhError\nfrom fedhh.rpc import serving\n\n\n"
+                "def opened(route, metadata, end):\n    try:\n        route.check(metadata)\n"
+                "    except FedhhError as error:\n"
+                "        end(serving.check_failure_status(error), str(error))\n"})
     assert sorted(constructor_calls(tmp_path)) == [
         "device/fedhh_device/main.py:6 calls grpc.aio.insecure_channel",
         "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context",
+        "fedhh/rpc/framed/server.py:9 calls fedhh.rpc.serving.check_failure_status",
         "server/fedhh_coordinator/main.py:5 calls asyncio.run"]
 
 

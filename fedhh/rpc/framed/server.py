@@ -78,8 +78,9 @@ from fedhh.rpc.http_listener import Listener, peer_name
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
 from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
 from fedhh.rpc.serving import (
+    CredentialCheck,
     UnparsableRequest,
-    check_failure_status,
+    credential_refusal,
     does_not_parse,
     listener_context,
     response_bytes,
@@ -143,7 +144,7 @@ class StreamMethod:
 class _Route:
     handler: StreamHandler
     parse: Callable[[bytes], Message]
-    check: Callable[[tuple[tuple[str, str], ...]], object] | None
+    check: CredentialCheck | None
     unary: bool
     opened: Count  # (CALLS's child for the route's path: looked up once, not per call)
 
@@ -399,16 +400,10 @@ class _Connection(asyncio.Protocol):
                             f"no method {opening.method[:200]!r} on this port")
             return
         metadata = tuple((key.lower(), value) for key, value in opening.metadata.items())
-        if route.check is not None:
-            try:
-                route.check(metadata)
-            except FedhhError as error:
-                self._write_end(stream_id, check_failure_status(error), details_of(error))
-                return
-            except Exception:  # (a bug, or the store failing: this call's end, not the link's)
-                log.exception("a framed call's credential check failed")
-                self._write_end(stream_id, grpc.StatusCode.INTERNAL, "internal error")
-                return
+        if route.check is not None and (
+                refused := credential_refusal(route.check, metadata, "framed")) is not None:
+            self._write_end(stream_id, *refused)
+            return
         if route.unary and not self.server.request_waits.take():
             self._write_end(stream_id, grpc.StatusCode.UNAVAILABLE,
                             self.server.request_waits.busy)

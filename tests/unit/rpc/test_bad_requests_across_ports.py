@@ -19,7 +19,7 @@ from fedhh.errors import AuthenticationError, NotFoundError
 from fedhh.rpc import serving
 from fedhh.rpc.connect import ConnectServer
 from fedhh.rpc.connect_client import ConnectChannel
-from fedhh.rpc.errors import status_errors
+from fedhh.rpc.errors import details_of, status_errors
 from fedhh.rpc.framed.client import FramedChannel
 from fedhh.rpc.framed.server import FramedLimits, FramedServer
 from fedhh.rpc.procedures import procedures
@@ -52,7 +52,15 @@ class Devices(pb_grpc.DeviceServiceServicer):
         return pb.GetTaskResponse(retry_after_ms=5)
 
 
+LONG_REFUSAL = (("authorization", "Bearer long"),)
+BROKEN_CHECK = (("authorization", "Bearer broken"),)
+
+
 def _gate(metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+    if LONG_REFUSAL[0] in metadata:  # (as a check that quotes what it was given)
+        raise AuthenticationError("the token\n  was refused: " + "x" * 3000)
+    if BROKEN_CHECK[0] in metadata:  # (a bug in the check, or its store failing)
+        raise RuntimeError("a check's internals: /var/lib/fedhh/db.sqlite")
     if TOKEN[0] not in metadata:
         raise AuthenticationError("a bearer token is required")
 
@@ -167,3 +175,20 @@ def test_a_request_above_the_cap_is_refused_alike_on_every_port() -> None:
     assert {code for code, _ in answers.values()} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
     assert answers["connect"][1] == answers["framed"][1] == too_large(CAP)
     assert answers["grpc"][1].endswith(f"vs. {CAP})"), answers
+
+
+def test_a_credential_checks_refusal_is_worded_alike_on_every_port() -> None:
+    """A check's refusal on one bounded line (``errors.details_of``), and a check that fails
+    with anything but a domain error INTERNAL, its words not sent, on each port. Before, gRPC's
+    credential gate sent the refusal's text as it was (3,000 characters over two lines, where
+    Connect and framed sent 1,003 on one), and let a failing check's exception out of its
+    interceptor, to gRPC, which answered UNKNOWN with its text where the others said INTERNAL."""
+    refused = {kind: answer(kind, pb.GetTaskRequest(device_id=3), LONG_REFUSAL)
+               for kind in PORTS}
+    assert len(set(refused.values())) == 1, refused
+    code, details = refused["grpc"]
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert details == details_of(AuthenticationError("the token\n  was refused: " + "x" * 3000))
+    broken = {kind: answer(kind, pb.GetTaskRequest(device_id=3), BROKEN_CHECK)
+              for kind in PORTS}
+    assert set(broken.values()) == {(grpc.StatusCode.INTERNAL, "internal error")}, broken
