@@ -525,6 +525,8 @@ def test_uploads_of_nobody_hold_no_turn_of_the_connect_port(tmp_path: Path) -> N
     async def scenario(agg: AggregatorProcess) -> None:
         port = int(agg.ready["web_port"])
         channel = agg.channel()
+        web = ConnectStub(ConnectChannel(f"127.0.0.1:{port}", insecure=True),
+                          pb.DESCRIPTOR.services_by_name["SecureAggregation"])
         held = []
         try:
             control = AggregatorControl(channel, TOKEN)
@@ -536,14 +538,13 @@ def test_uploads_of_nobody_hold_no_turn_of_the_connect_port(tmp_path: Path) -> N
                     status = (await reader.readline()).split()[1]
                 writer.transport.abort()
                 assert status == code, (status, code)
-            web = ConnectStub(ConnectChannel(f"127.0.0.1:{port}", insecure=True),
-                              pb.DESCRIPTOR.services_by_name["SecureAggregation"])
             await _released_exactly(channel, cohort, range(1, N + 1), web)
             for reader, _ in held:  # (still waiting: their time is 276 s)
                 assert not reader.at_eof()
         finally:
             for _, writer in held:
                 writer.transport.abort()
+            await web.close()
             await channel.close()
 
     with AggregatorProcess(tmp_path, ["--web-listen", "127.0.0.1:0", "--max-uploads", "2",
