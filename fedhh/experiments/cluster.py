@@ -867,6 +867,7 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     cancels: dict[str, int] = {}
     failed: list[tuple[PlannedRun, Exception]] = []
     told: set[str] = set()  # (the failures' words already logged)
+    lines = 0  # (the failed runs named with their error's words)
     refusing: set[str] = set()  # workers that refused a run (their dataset, cache or code)
     moves: dict[str, int] = {}
     watch = None
@@ -927,6 +928,7 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                         refusing.add(worker)
                         log.warning("Dask worker %s refuses the runs, which go to the other "
                                     "workers: %s", worker, _error_line(error))
+                        told.add(_failure(error))  # (its runs' lines, if they fail, name it)
                     elsewhere = [w for w in client.scheduler_info(n_workers=-1)["workers"]
                                  if w not in refusing]
                     moves[run.key] = moves.get(run.key, 0) + 1
@@ -943,6 +945,7 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                 text = _failure(error)
                 if text not in told:
                     told.add(text)
+                    lines += 1
                     log.error("%s / %s / seed %d failed: %s", run.study, run.label, run.seed,
                               text)
                 failed.append((run, error))
@@ -974,17 +977,27 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                           failed[:NAMED_FAILURES])
         if len(failed) > NAMED_FAILURES:
             names += f" and {len(failed) - NAMED_FAILURES} more"
-        repeated = len(failed) - len(told)
-        log.error("%d of %d runs failed (not stored; the next invocation retries them%s): %s",
-                  len(failed), len(runs),
-                  f"; {repeated} with an error told above, not told again" if repeated else "",
-                  names)
+        # Each failure's words are told above, once (``told``), in the run's line: the suite's
+        # own error is their count. Before, it was the first failure's error raised again: its
+        # words came twice, Dask's repr of it in the run's line, then the command's error line;
+        # and before WorkersDied a line named the runs that it names.
+        repeated = len(failed) - lines
+        summary = (f"{len(failed)} of {len(runs)} runs failed (not stored; the next invocation "
+                   "retries them" + (f"; {repeated} with an error told above, not told again"
+                                     if repeated else "") + f"): {names}")
         from distributed.scheduler import KilledWorker
 
         killed = [(r, e) for r, e in failed if isinstance(e, KilledWorker)]
         if len(killed) < len(failed):
-            # (a run that raised: its own error, a bug's with its traceback)
-            raise next(e for _, e in failed if not isinstance(e, KilledWorker))
+            first = next(e for _, e in failed if not isinstance(e, KilledWorker))
+            if isinstance(first, FedhhError | OSError):
+                said = "" if repeated else (
+                    "; its error is told above" if len(failed) == 1
+                    else "; their errors are told above")
+                raise FedhhError(summary + said) from first
+            # (a bug's error: raised as it is, with its traceback)
+            log.error("%s", summary)
+            raise first
         raise WorkersDied(
             f"{len(killed)} of the {len(runs)} runs sent never finished ({names}): the "
             f"workers Dask gave {'it' if len(killed) == 1 else 'each'} to died "
@@ -1014,11 +1027,14 @@ def _left_behind(refusal: BaseException, mine: Sequence[str]) -> ConfigError:
 
 
 def _failure(error: BaseException) -> str:
-    """A failed run's error in words: Dask's KilledWorker as what happened to its workers."""
+    """A failed run's error in words, on one line: fedhh's own as the command says them, another
+    named by its type, Dask's KilledWorker as what happened to its workers."""
     from distributed.scheduler import KilledWorker
 
+    if isinstance(error, FedhhError):
+        return " ".join(str(error).split())  # (as the command tells its own errors)
     if not isinstance(error, KilledWorker):
-        return repr(error)
+        return _error_line(error)
     return f"the Dask workers that ran it died ({_deaths(error)})"
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from fedhh.data.dataset import FederatedDataset
-from fedhh.errors import ConfigError, DatasetError
+from fedhh.errors import ConfigError, DatasetError, FedhhError
 from fedhh.experiments import ResultStore, Suite, SuiteSettings, get_study
 from fedhh.experiments import cluster as cluster_module
 from fedhh.experiments.cluster import (
@@ -242,7 +242,8 @@ def test_runs_that_fail_with_the_same_error_are_told_once(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A worker that refuses every run (its cache unusable, the dataset missing there): before,
     a log line per run, the same words each time (191 for the paper's suite), and every run
-    named in the last one."""
+    named in the last one. Its words are told once, in words (before, Dask's repr of the
+    error in the run's line, then the same error raised again as the command's error)."""
     suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
     plan = suite.plan([get_study("segmentation")], [0, 1, 2, 3, 4])  # 10 runs
     refusal = "on worker tcp://10.0.0.7:4001: cannot open the dataset 'tiny'"
@@ -251,15 +252,51 @@ def test_runs_that_fail_with_the_same_error_are_told_once(
         raise DatasetError(refusal)
 
     monkeypatch.setattr(cluster_module, "compute_run", refused)
-    with _cluster() as client, pytest.raises(DatasetError, match=refusal), \
+    with _cluster() as client, pytest.raises(FedhhError) as failed, \
             caplog.at_level("ERROR", logger=cluster_module.__name__):
         execute(suite, plan, client)
     lines = [r.getMessage() for r in caplog.records if r.name == cluster_module.__name__]
-    assert len(lines) == 2, lines
-    assert lines[0].endswith(f"failed: DatasetError(\"{refusal}\")")
-    assert lines[1].startswith("10 of 10 runs failed (not stored; the next invocation retries "
-                               "them; 9 with an error told above, not told again): ")
-    assert lines[1].endswith(" and 2 more")
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(f"failed: {refusal}")
+    error = str(failed.value)
+    assert error.startswith("10 of 10 runs failed (not stored; the next invocation retries "
+                            "them; 9 with an error told above, not told again): ")
+    assert error.endswith(" and 2 more")
+    assert refusal not in error and isinstance(failed.value.__cause__, DatasetError)
+
+
+def test_one_failed_run_is_told_in_its_line_and_counted_in_the_error(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A run that fails with fedhh's own error: its words once, after the run's name; the
+    suite's error counts it and points there. A bug's error is raised as it is (its
+    traceback), after the line that counts it."""
+    suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
+    plan = suite.plan([get_study("segmentation")], [0])
+    refusal = "the dataset 'tiny' on this worker is another dataset"
+    raised: list[Exception] = [DatasetError(refusal)]
+
+    def one_refused(settings: Any, run: Any, identity: Any, code: str) -> Any:
+        raise raised[0]
+
+    monkeypatch.setattr(cluster_module, "compute_run", one_refused)
+    with _cluster() as client, pytest.raises(FedhhError) as failed, \
+            caplog.at_level("ERROR", logger=cluster_module.__name__):
+        execute(suite, plan[1:], client)
+    lines = [r.getMessage() for r in caplog.records if r.name == cluster_module.__name__]
+    run = plan[1]
+    assert lines == [f"{run.study} / {run.label} / seed {run.seed} failed: {refusal}"]
+    assert str(failed.value) == (f"1 of 1 runs failed (not stored; the next invocation retries "
+                                 f"them): {run.study} / {run.label} / seed {run.seed}; its "
+                                 "error is told above")
+    caplog.clear()
+    raised[0] = ZeroDivisionError("a bug")
+    with _cluster() as client, pytest.raises(ZeroDivisionError, match="a bug"), \
+            caplog.at_level("ERROR", logger=cluster_module.__name__):
+        execute(suite, plan[1:], client)
+    lines = [r.getMessage() for r in caplog.records if r.name == cluster_module.__name__]
+    assert lines[0].endswith("failed: ZeroDivisionError: a bug"), lines
+    assert lines[1].startswith("1 of 1 runs failed"), lines
 
 
 def test_the_runs_a_worker_refuses_go_to_the_other_workers(
