@@ -10,9 +10,11 @@ it: ``read`` returns the next event, ``grpc.aio.EOF`` once the stream ended OK, 
 ``grpc.aio.AioRpcError`` with the stream's code once it ended otherwise; ``write`` on an
 ended stream raises ``asyncio.InvalidStateError``; ``code``, ``details`` and
 ``trailing_metadata`` wait for the end; ``cancel`` leaves the stream. A call past its
-``timeout`` ends DEADLINE_EXCEEDED, and one whose connection broke UNAVAILABLE, as gRPC's
-would. The channel holds one connection, opened by the first call that needs it and again
-after it broke; its calls share it, as a gRPC channel's calls share theirs.
+``timeout`` ends DEADLINE_EXCEEDED, one whose connection broke UNAVAILABLE, and one answered
+above the receive cap RESOURCE_EXHAUSTED (the answer skipped, the port told the call left, the
+connection's other calls going on), as gRPC's would. The channel holds one connection, opened
+by the first call that needs it and again after it broke; its calls share it, as a gRPC
+channel's calls share theirs.
 
 A stub may be given a ``fallback``: a gRPC stub of the same service at the same service's gRPC
 port. Its other methods are the fallback's, and for ``FALLBACK_S`` after the framed port could
@@ -192,6 +194,11 @@ class FramedChannel:
             self._connection = None
 
 
+def answer_too_large(cap: int) -> str:
+    """The words a call answered above the device's receive cap of ``cap`` bytes ends with."""
+    return f"an answer above the {cap}-byte receive cap: not read"
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.splitter = FrameSplitter(MAX_MESSAGE_BYTES)
@@ -220,7 +227,12 @@ class _Connection(asyncio.Protocol):
                 if call is None:
                     continue  # (a stream this side left)
                 if payload is None:
-                    raise FrameError("a frame above the receive cap")
+                    # (the splitter skips its bytes: the framing holds, and only this call
+                    # ends, final, as on gRPC's and the Connect client's channels; before, the
+                    # connection was dropped and every call on it told UNAVAILABLE, retried)
+                    call.finish(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                answer_too_large(self.splitter.max_payload), True)
+                    continue
                 if kind == Kind.EVENT:
                     call.deliver(payload)
                 elif kind == Kind.END:

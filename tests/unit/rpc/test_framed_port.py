@@ -26,11 +26,13 @@ from hypothesis import strategies as st
 
 from fedhh.errors import AuthenticationError, ConfigError, NotFoundError, RateLimited
 from fedhh.rpc.errors import status_errors
+from fedhh.rpc.framed import client as framed_client
 from fedhh.rpc.framed.client import (
     FALLBACK_S,
     FramedCall,
     FramedChannel,
     FramedStub,
+    answer_too_large,
     client_context,
 )
 from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind
@@ -1502,3 +1504,28 @@ def test_framing_broken_under_a_writing_handler_logs_no_error(
     with caplog.at_level(logging.INFO, logger="fedhh.rpc.framed.server"):
         run(main())
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_an_oversize_answer_ends_only_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer above the channel's receive cap ends its call RESOURCE_EXHAUSTED (final, as
+    on gRPC's channels and the Connect client), the port told the call left (its handler
+    cancelled); the connection's other call goes on. Before, the channel dropped the
+    connection: both calls ended UNAVAILABLE ("the framed port broke the framing"), which a
+    device retries, to the same answer."""
+    monkeypatch.setattr(framed_client, "MAX_MESSAGE_BYTES", 1024)
+
+    async def main() -> None:
+        async with serving() as port:
+            channel = port.channel()
+            small, big = channel.Session(timeout=BOUND_S), channel.Session(timeout=BOUND_S)
+            await small.write(message(b"1"))
+            assert (await small.read()).challenge == b"1"
+            await big.write(message(b"x" * 2000))
+            assert await refused(big) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                          answer_too_large(1024))
+            await until(lambda: port.cancelled == [2], "the big call's handler cancelled")
+            await small.write(message(b"2"))
+            assert (await small.read()).challenge == b"2"
+            assert list(port.connection().streams) == [1]
+    run(main())
+
