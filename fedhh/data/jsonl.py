@@ -30,6 +30,7 @@ Reading streams the file line by line into `ShardedBuilder`, as the text format 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -42,6 +43,8 @@ from fedhh.data.text import Importer, refuse_classic_mac, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
+
+logger = logging.getLogger(__name__)
 
 
 class _Pairs(list[tuple[str, Any]]):
@@ -172,6 +175,12 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                           f"{json_kind(lists[0][1])} alone on the line" if lists else "")
                 if len(lists) > 1 and len(lists) == len(value):  # (users keyed by name)
                     record = "; an object is one user's item counts" + _ONE_VALUE
+                elif not lists and isinstance(count, str) and (
+                        not (count.isascii() and count.isdigit())  # (not a count in quotes)
+                        or any(type(held) is int for _, held in value)):
+                    # (a table's row as pandas' to_json(orient="records", lines=True) writes
+                    # it, {"user": 7, "item": "new york"}: before, the count alone was named)
+                    record = _RECORD
                 raise DatasetError(
                     f"{where}: item {nth} ({shown_value(item)}): its count must be an integer "
                     f"from 1 to {MAX_COUNT:,}, got {shown_value(count)}{record}")
@@ -212,6 +221,11 @@ _ONE_VALUE = ("; if the file is one JSON array (or object) of every user, as jso
               "no indent (docs/datasets.md, 'JSON lines')")
 
 
+_RECORD = ("; an object is one user's item counts ({\"new york\": 3}), not a record of "
+           "fields: for a table of (user, item) rows, write each user's items as one JSON "
+           "array a line (docs/datasets.md, 'JSON lines')")
+
+
 def _check(where: str, nth: int, item: object) -> None:
     if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
         # (a number or truth value that is an item, a ZIP code or a year, is one in quotes)
@@ -244,6 +258,7 @@ def iter_jsonl_users(
         # array of every user into lines, which it was not)
         refuse_classic_mac(source, "JSON-lines", number, raw)
 
+    records = _Records(source)
     for number, line in user_lines(source, "JSON-lines", meter, line_ends):
         # (a byte-order mark before a later line's JSON, as files joined with cat carry: no
         # item's, as outside the value; before, "not JSON: Unexpected UTF-8 BOM (decode using
@@ -253,6 +268,7 @@ def iter_jsonl_users(
             yield Counter()
             continue
         user = _parse(source, number, line)
+        records.see(number, line, user)
         if lowercase:
             lowered: Counter[str] = Counter()
             for item, count in user.items():
@@ -268,6 +284,56 @@ def iter_jsonl_users(
                         f"{MAX_COUNT:,}")
             user = lowered
         yield user
+    records.warn()
+
+
+class _Records:
+    """Whether a file's first lines (``LINES``) read as a table's records, ``{"user_id": 7,
+    "item_id": 42}`` as pandas' to_json(orient="records", lines=True) writes a table of
+    numbers: each is a valid object of item counts, so the file read as users holding the
+    items ``user_id`` and ``item_id``, the items themselves lost, and nothing said so. Told
+    by a key named as an id (``ID_KEYS``) in every line's object, a different count in each:
+    said in a warning (``warn``), not refused, since an item may be so named."""
+
+    LINES = 1000
+    ID_KEYS = frozenset(("user", "user_id", "userid", "uid", "id", "client", "client_id",
+                         "device", "device_id", "person", "person_id", "account"))
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.key: str | None = None
+        self.counts: set[int] = set()
+        self.lines = 0
+        self.first = 0
+
+    def see(self, number: int, line: str, user: Counter[str]) -> None:
+        """Tally line ``number`` (``line``, read as ``user``), a user with items."""
+        if self.lines >= self.LINES or (self.lines and self.key is None):
+            return
+        if not self.lines:
+            self.first = number
+            self.key = next((key for key in user if key.lower() in self.ID_KEYS), None)
+        self.lines += 1
+        if self.key is None:
+            return
+        if (not line.lstrip().startswith("{") or self.key not in user
+                or user[self.key] in self.counts):
+            self.key = None
+            return
+        self.counts.add(user[self.key])
+
+    def warn(self) -> None:
+        """The warning, where every line tallied (two or more) read as a record."""
+        if self.key is None or self.lines < 2:
+            return
+        last = "" if self.lines < self.LINES else f" (the first {self.LINES:,} lines)"
+        logger.warning(
+            "%s: every line%s is an object holding the key %s, a different count on each "
+            "line, as a table's records are ({%s: 7, \"item\": 42}); it was read as item "
+            "counts, every user holding the item %s: if the file is a table of (user, item) "
+            "rows, write each user's items as one JSON array a line, items as JSON strings "
+            "(docs/datasets.md, 'JSON lines')", self.source.name, last, shown_value(self.key),
+            _json_string(self.key), shown_value(self.key))
 
 
 import_jsonl = Importer(iter_jsonl_users, "jsonl", "JSON-lines")
