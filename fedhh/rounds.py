@@ -46,7 +46,11 @@ from fedhh.server import PrefixTree, RoundQuery, RoundReport, TreeState
 
 log = logging.getLogger(__name__)
 
-ChargeHook = Callable[[int], Awaitable[None]]
+# ``charge(contributors, over)``: ``over`` names the reports the sum is over, as the link
+# reads them from the release (a collision-resistant digest: equal only for the same reports).
+# It is stored with the charge, so that a process resuming the attempt reads a held sum under
+# that charge only where it is over the same reports (``RoundDriver._charge_hook``).
+ChargeHook = Callable[[int, str], Awaitable[None]]
 
 
 class AttemptState(StrEnum):
@@ -109,8 +113,9 @@ class AggregatorLink(Protocol):
 
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
-        """Run the attempt. Once a sum exists and before it is read, await ``charge(n)`` with
-        the verified number of contributors n (it may raise to refuse the sum: drop it unread).
+        """Run the attempt. Once a sum exists and before it is read, await ``charge(n, over)``
+        with the verified number of contributors n and whose reports the sum is over
+        (``ChargeHook``; it may raise to refuse the sum: drop it unread).
         Raises RoundAborted if the attempt released nothing usable."""
         ...
 
@@ -132,6 +137,9 @@ class AttemptRecord:
     reason: str = ""
     contributors: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
+    # Whose reports the charge was over (``ChargeHook``'s ``over``); None where the attempt
+    # was not charged at a read, or by a version that did not store it.
+    over: str | None = None
 
 
 class RunStore(Protocol):
@@ -147,9 +155,11 @@ class RunStore(Protocol):
     def abort_attempt(self, round_: int, attempt: int, reason: str) -> None: ...
 
     def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
-                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "",
+                       over: str | None = None) -> None:
         """Record the charge and the new ledger together; ``state`` is RELEASING (the sum is
-        about to be read) or LOST; ``contributors`` None keeps the recorded count."""
+        about to be read) or LOST; ``contributors`` None keeps the recorded count; ``over``
+        (``AttemptRecord.over``) None keeps the recorded one."""
         ...
 
     def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
@@ -186,11 +196,13 @@ class MemoryRunStore:
         self.records[i] = replace(self.records[i], state=AttemptState.ABORTED, reason=reason)
 
     def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
-                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "",
+                       over: str | None = None) -> None:
         i = self._find(round_, attempt)
         record = self.records[i]
         self.records[i] = replace(record, state=state, reason=reason, contributors=(
-            record.contributors if contributors is None else contributors))
+            record.contributors if contributors is None else contributors),
+            over=record.over if over is None else over)
         self.ledger = ledger
 
     def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
@@ -333,8 +345,7 @@ class RoundDriver:
                 query = self.tree.query(state)
                 try:
                     released = await self.link.resume(
-                        attempt, query, self._charge_hook(attempt, record.state,
-                                                          record.contributors))
+                        attempt, query, self._charge_hook(attempt, record))
                 except RoundAborted as aborted:
                     self._settle_abort(attempt, aborted, self._stored_state(attempt))
                     continue
@@ -387,20 +398,24 @@ class RoundDriver:
                                          shown_round=attempt.round)
         return self.ledger.to_dict()
 
-    def _charge_hook(self, attempt: AttemptId, prior: AttemptState = AttemptState.OPEN,
-                     charged: int = 0) -> ChargeHook:
-        """``prior`` RELEASING: charged (at ``charged`` contributors) by the process that
-        opened the attempt, before it stopped; the sum the link reads now is that one only
-        if its count is the same. Another count is another sum (a service that rebuilt it
-        from fewer shards after a restart), whose spend was never recorded: refused unread,
-        the attempt settled lost at its charge. Before, any count was read."""
-        async def charge(contributors: int) -> None:
-            if prior is AttemptState.RELEASING:
-                if contributors != charged:
-                    raise RoundAborted(
-                        f"the sum held for {attempt.label} has {contributors} contributors, "
-                        f"not the {charged} charged for it before the restart: refused "
-                        "unread", reached_unmask=True)
+    def _charge_hook(self, attempt: AttemptId, prior: AttemptRecord | None = None
+                     ) -> ChargeHook:
+        """``prior`` RELEASING: charged by the process that opened the attempt, before it
+        stopped; the sum the link reads now is that one only if it is over the same reports
+        (the ``over`` stored with the charge; its count the same). Another sum (a service
+        that rebuilt it from other shards, or from other survivors, after a restart) had its
+        spend never recorded: refused unread, the attempt settled lost at its charge.
+        Before, the count alone was compared: a sum over other reports of the same count
+        (a shard lost outside the total, charged n_min whichever shards it holds) was read.
+        A charge stored by a version that kept no ``over`` cannot vouch for any sum: its
+        sum is refused as well (the round runs again, charged again, rather than a sum
+        read that may never have been charged)."""
+        async def charge(contributors: int, over: str) -> None:
+            if prior is not None and prior.state is AttemptState.RELEASING:
+                refusal = self._other_sum(prior, contributors, over)
+                if refusal:
+                    raise RoundAborted(f"the sum held for {attempt.label} {refusal}: refused "
+                                       "unread", reached_unmask=True)
                 return
             try:
                 ledger = self._record(attempt, contributors)
@@ -414,7 +429,8 @@ class RoundDriver:
                 raise
             def write() -> None:
                 self.store.charge_attempt(attempt.round, attempt.attempt,
-                                          AttemptState.RELEASING, contributors, ledger)
+                                          AttemptState.RELEASING, contributors, ledger,
+                                          over=over)
 
             if self.write_charge is None:
                 write()
@@ -422,6 +438,21 @@ class RoundDriver:
                 await self.write_charge(write)
 
         return charge
+
+    @staticmethod
+    def _other_sum(prior: AttemptRecord, contributors: int, over: str) -> str:
+        """Why a sum read after a restart is not the one ``prior`` was charged for; "" if
+        it is."""
+        if contributors != prior.contributors:
+            return (f"has {contributors} contributors, not the {prior.contributors} charged "
+                    "for it before the restart")
+        if prior.over is None:
+            return ("was charged before the restart by a version that did not store whose "
+                    "reports the charge was over")
+        if over != prior.over:
+            return (f"is over other reports than the one charged before the restart (at the "
+                    f"same {contributors} contributors)")
+        return ""
 
     def _stored_state(self, attempt: AttemptId) -> AttemptState:
         return next(r.state for r in self.store.attempts()

@@ -254,7 +254,8 @@ class SimulationLink:
         drawn = self.transport.aggregate(query)
         self.drawn = time.perf_counter()
         self.diagnostics = drawn.diagnostics
-        await charge(drawn.participants)
+        # (over: an attempt drawn in this process, never resumed by another)
+        await charge(drawn.participants, f"drawn for {attempt.label}")
         return Released(drawn.sums, drawn.participants, drawn.true_counts)
 
     async def recover(self, attempt: AttemptId) -> Recovered:

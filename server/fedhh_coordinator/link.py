@@ -435,7 +435,7 @@ class NetworkLink:
             self.progress.enter(self.progress.round, self.progress.attempt, "releasing",
                                 judgement.proven)
             try:
-                await charge(judgement.charge)
+                await charge(judgement.charge, judgement.over_digest)
             except (StoreUnavailable, asyncio.CancelledError):
                 # The sum stays unread at the service, which holds it for the attempt's resume
                 # once the store answers, or the next process's (the charge written then,

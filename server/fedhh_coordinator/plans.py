@@ -12,6 +12,8 @@ judges a release exactly as the one that opened the round would have.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,6 +73,16 @@ class ReleaseJudgement:
     proven: int = 0
     refusal: str | None = None
     over: tuple[tuple[bytes, tuple[int, ...]], ...] = ()
+
+    @property
+    def over_digest(self) -> str:
+        """``over`` as the charge stores it for a restart to compare (``fedhh.rounds``
+        ``ChargeHook``): SHA-256 over a canonical encoding of the parts, each part's round id
+        and survivors sorted, so that the same reports give the same digest in any order."""
+        parts = sorted((round_id.hex(), sorted(map(int, survivors)))
+                       for round_id, survivors in self.over)
+        encoded = json.dumps(parts, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
 class RoundPlan(Protocol):

@@ -78,6 +78,8 @@ class RunHead:
 # device over a 100,000-device round, growing with n (docs/benchmarks.md).
 MEMBERS_KEY = "members_i64"
 _MEMBER_DTYPE = np.dtype(">i8")
+# Whose reports an attempt's charge was over, in its round summary (``Store.charge_round``).
+CHARGED_OVER = "charged_over"
 
 
 def stored_members_field(members: Sequence[int]) -> dict[str, str]:
@@ -411,19 +413,31 @@ class Store:
                        (reason, time.time(), run_id, round_, attempt))
 
     def charge_round(self, run_id: str, round_: int, attempt: int, state: str,
-                     participants: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+                     participants: int | None, ledger: dict[str, Any], reason: str = "",
+                     over: str | None = None) -> None:
         """Record an attempt's charge and the run's new ledger in one transaction: ``state``
-        'releasing' (its sum is about to be read) or 'lost' (unmasking began, no sum for us)."""
+        'releasing' (its sum is about to be read) or 'lost' (unmasking began, no sum for us).
+        ``over``: whose reports the charge is over (``fedhh.rounds.ChargeHook``), kept in the
+        attempt's summary (``CHARGED_OVER``) for a restart to compare; None keeps the one
+        recorded. (In the summary, not a column: a store written before it was kept opens
+        as it is, its attempts charged with none.)"""
         if state not in ("releasing", "lost"):
             raise ValueError(f"a charged attempt is releasing or lost, not {state!r}")
         with self._tx() as db:
+            summary = None
+            if over is not None:
+                row = db.execute("SELECT summary FROM rounds WHERE run_id = ? AND round = ? "
+                                 "AND attempt = ?", (run_id, round_, attempt)).fetchone()
+                if row is not None:
+                    summary = json.dumps({**json.loads(row[0]), CHARGED_OVER: over})
             cur = db.execute(
                 "UPDATE rounds SET state = ?, reason = ?, "
-                "participants = COALESCE(?, participants), finished_at = ? "
+                "participants = COALESCE(?, participants), finished_at = ?, "
+                "summary = COALESCE(?, summary) "
                 "WHERE run_id = ? AND round = ? AND attempt = ? AND state IN ('open', "
                 "'releasing')",
-                (state, reason, participants, time.time() if state == "lost" else None, run_id,
-                 round_, attempt))
+                (state, reason, participants, time.time() if state == "lost" else None,
+                 summary, run_id, round_, attempt))
             if cur.rowcount != 1:
                 raise ConflictError(f"round {round_}.{attempt} of {run_id} is not open")
             if ledger:
@@ -456,7 +470,7 @@ class RunAttempts:
 
     def attempts(self) -> list[AttemptRecord]:
         return [AttemptRecord(r.round, r.attempt, AttemptState(r.state), r.reason,
-                              r.participants, r.summary)
+                              r.participants, r.summary, _charged_over(r.summary))
                 for r in self.store.rounds(self.run_id)]
 
     def open_attempt(self, round_: int) -> int:
@@ -466,13 +480,21 @@ class RunAttempts:
         self.store.abort_round(self.run_id, round_, attempt, reason)
 
     def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
-                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "",
+                       over: str | None = None) -> None:
         self.store.charge_round(self.run_id, round_, attempt, state.value, contributors, ledger,
-                                reason)
+                                reason, over)
 
     def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
                         summary: dict[str, Any], done: bool) -> None:
         self.store.release_round(self.run_id, round_, attempt, tree, summary, done)
+
+
+def _charged_over(summary: Mapping[str, Any]) -> str | None:
+    """The ``over`` stored with an attempt's charge; None where none was (or what is there is
+    no digest: a damaged summary vouches for no sum)."""
+    over = summary.get(CHARGED_OVER)
+    return over if isinstance(over, str) else None
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:

@@ -26,7 +26,7 @@ from fedhh.errors import (
 )
 from fedhh_coordinator.dashboard.reader import Reader
 from fedhh_coordinator.db.postgres import PostgresDatabase, StoreUnavailable
-from fedhh_coordinator.store import Store
+from fedhh_coordinator.store import CHARGED_OVER, RunAttempts, Store
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +156,30 @@ class StoreContract:
         assert row.summary == {"members": [3, 1, 2], "sharded": True, "kept": 4}
         run = store.run("r")
         assert (run.state, run.ledger, run.tree) == ("done", {"spends": [1]}, {"state": 2})
+
+    def test_whose_reports_a_charge_was_over_is_kept_with_it(self, location: str) -> None:
+        """The ``over`` given with a charge is committed with it, kept by the writes after it
+        (a lost charge that names none, the summary annotated, the release) and across
+        reopening, and read back as the attempt's; an attempt charged with none has none."""
+        store = Store(location)
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        store.open_round("r", 1)
+        store.open_round("r", 1)
+        store.annotate_round("r", 1, 1, {"sharded": True})
+        store.charge_round("r", 1, 1, "releasing", 180, {"spends": [1]}, over="sha256:ab")
+        store.annotate_round("r", 1, 1, {"kept": 4})
+        store.charge_round("r", 1, 2, "releasing", 180, {"spends": [1, 2]})
+        store.charge_round("r", 1, 2, "lost", None, {"spends": [1, 2]}, "gone")
+        store.close()
+        store = Store(location)
+        try:
+            assert [a.over for a in RunAttempts(store, "r").attempts()] == ["sha256:ab", None]
+            store.release_round("r", 1, 1, {}, {"kept": 5}, done=True)
+            assert store.rounds("r")[0].summary == {"sharded": True, CHARGED_OVER: "sha256:ab",
+                                                    "kept": 5}
+            assert RunAttempts(store, "r").attempts()[0].over == "sha256:ab"
+        finally:
+            store.close()
 
     def test_lost_and_aborted_attempts(self, store: Store) -> None:
         store.create_run("r", {}, 1.0, {}, {}, [])

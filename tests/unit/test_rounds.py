@@ -30,6 +30,7 @@ from fedhh.server import LocalRandomizer, PrefixTree, RoundQuery, TailKind, Tree
 
 N_MIN = 500
 EPS_LOCAL = 2.0
+OVER = "sha256:the fake's reports"
 
 
 def tree() -> PrefixTree:
@@ -53,6 +54,7 @@ class FakeLink:
     store: MemoryRunStore
     recovered: Recovered = field(default_factory=lambda: Recovered(Recovery.NOTHING, ""))
     log: list[str] = field(default_factory=list)
+    over: str = OVER  # whose reports each sum it reads is over
 
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
@@ -65,7 +67,7 @@ class FakeLink:
             raise RoundAborted("too few devices")
         if step == "abort-after-unmask":
             raise RoundAborted("output out of range", reached_unmask=True, contributors=N_MIN)
-        await charge(3 if step == "release-few" else N_MIN + 10)
+        await charge(3 if step == "release-few" else N_MIN + 10, self.over)
         if step == "lost-after-charge":
             # The link lost its aggregator while reading the sum it was charged for.
             raise RoundAborted("lost the aggregator while reading the sum", reached_unmask=True)
@@ -207,17 +209,26 @@ def test_a_restart_settles_an_open_attempt(verdict: Recovery, expected_state: At
     assert len(spends(d)) == charges
 
 
+def charged_before_restart(contributors: int, over: str | None
+                           ) -> tuple[MemoryRunStore, PrivacyLedger]:
+    """The store and ledger a process left when it stopped after charging round 1's first
+    attempt at ``contributors`` over ``over``, before its sum was read."""
+    store = MemoryRunStore()
+    number = store.open_attempt(1)
+    book = ledger().record(0, contributors, attempt=number)
+    store.charge_attempt(1, number, AttemptState.RELEASING, contributors, book.to_dict(),
+                         over=over)
+    return store, book
+
+
 def test_a_restart_never_charges_an_attempt_twice() -> None:
     """An attempt charged (releasing) before the process stopped is not charged again, whether
     its sum can still be collected or is lost."""
     for verdict, expected in ((Recovery.RESUME, AttemptState.RELEASED),
                               (Recovery.LOST, AttemptState.LOST)):
-        store = MemoryRunStore()
-        book = ledger()
-        number = store.open_attempt(1)
-        # (at the count of the sum FakeLink reads: the one the service held for it)
-        book = book.record(0, N_MIN + 10, attempt=number)
-        store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN + 10, book.to_dict())
+        # (at the count of the sum FakeLink reads, over its reports: the one the service
+        # held for it)
+        store, book = charged_before_restart(N_MIN + 10, OVER)
         link = FakeLink(["release"], store, Recovered(verdict, "test"))
         d = driver(link, store, book)
         run(d)
@@ -232,11 +243,7 @@ def test_a_held_sum_of_another_count_than_the_one_charged_is_refused_unread() ->
     sum's spend was never recorded, so it is refused before it is read, the attempt settled
     lost at its first charge (not charged again), and the round retried. Before, it was
     read and released under the first charge."""
-    store = MemoryRunStore()
-    book = ledger()
-    number = store.open_attempt(1)
-    book = book.record(0, N_MIN, attempt=number)
-    store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN, book.to_dict())
+    store, book = charged_before_restart(N_MIN, OVER)
     link = FakeLink(["release"], store, Recovered(Recovery.RESUME, "test"))
     d = driver(link, store, book)
     assert run(d).done
@@ -246,6 +253,29 @@ def test_a_held_sum_of_another_count_than_the_one_charged_is_refused_unread() ->
     assert "read round 1 attempt 1" not in link.log
     assert retry.state is AttemptState.RELEASED
     assert spends(d) == [(0, N_MIN), (0, N_MIN + 10)]  # the first charge, then the retry's
+
+
+@pytest.mark.parametrize(("stored", "why"), [
+    ("sha256:other reports", "is over other reports than the one charged"),
+    (None, "by a version that did not store whose reports"),
+])
+def test_a_held_sum_of_the_charged_count_over_other_reports_is_refused_unread(
+        stored: str | None, why: str) -> None:
+    """As above, the held sum of the very count charged, but over other reports than the
+    charge was (another shard in a total charged n_min, other survivors), or the charge
+    stored by a version that kept no record of whose reports it was over: refused unread,
+    the attempt lost at its one charge, the round retried. Before, the count alone was
+    compared and the sum read under the first charge."""
+    store, book = charged_before_restart(N_MIN + 10, stored)
+    link = FakeLink(["release"], store, Recovered(Recovery.RESUME, "test"))
+    d = driver(link, store, book)
+    assert run(d).done
+    first, retry = store.attempts()
+    assert first.state is AttemptState.LOST and first.contributors == N_MIN + 10
+    assert why in first.reason, first.reason
+    assert "read round 1 attempt 1" not in link.log
+    assert (retry.state, retry.over) == (AttemptState.RELEASED, OVER)
+    assert spends(d) == [(0, N_MIN + 10), (0, N_MIN + 10)]
 
 
 def test_an_attempt_left_open_says_what_interrupted_it() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from fedhh_coordinator.link import run_tag
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import create_run
-from fedhh_coordinator.store import Store
+from fedhh_coordinator.store import CHARGED_OVER, Store
 
 SHARD = 8
 DEVICES = 3 * SHARD
@@ -512,11 +513,12 @@ def dies_at(store: Store, fleet: Fleet, combiner: FakeCombiner, moment: asyncio.
     asyncio.run(life())
 
 
-def next_process(store: Store, fleet: Fleet, combiner: FakeCombiner) -> FakeCombiner:
+def next_process(store: Store, fleet: Fleet, combiner: FakeCombiner,
+                 plan: Plan | None = None) -> FakeCombiner:
     """The next coordinator process's drive of the run, at the combiner as ``combiner`` left
-    it, still holding the total; that combiner."""
-    successor = FakeCombiner(Plan(every("released")), fleet.keys, tasks=combiner.tasks,
-                             opened=combiner.opened, holds_sum=True)
+    it, still holding the total (``plan``'s, if given); that combiner."""
+    successor = FakeCombiner(plan or Plan(every("released")), fleet.keys,
+                             tasks=combiner.tasks, opened=combiner.opened, holds_sum=True)
 
     async def life() -> None:
         await asyncio.wait_for(Coordinator(store, fleet, successor).drive("run"), 60)
@@ -539,6 +541,56 @@ def test_a_coordinator_restarted_after_the_charge_collects_without_charging_agai
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert store.run("run").state == "done"
+
+
+@pytest.mark.parametrize("held", ["the same shards", "other shards"])
+def test_a_restart_reads_the_held_total_only_over_the_shards_charged(
+        held: str, tmp_path: Path) -> None:
+    """The coordinator dies after charging a total over shards 0 and 1 (shard 2 lost outside
+    it: charged n_min). After the restart the combiner holds a total of the same charge, over
+    the same shards (read, under the one charge) or over shards 0 and 2 (a total rebuilt from
+    other shards: its spend was never recorded, so it is refused unread and dropped, the
+    attempt lost at its one charge and the round run again). Before, the count alone was
+    compared after a restart and the other total was read under the first's charge."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    charged = ["released", "released", "lost"]
+    combiner = FakeCombiner(Plan(lambda a: charged, after_hook=lambda a: "hang"), fleet.keys)
+    dies_at(store, fleet, combiner, combiner.hook_done)
+    assert attempts(store, "run") == [(1, "releasing", N_MIN)]
+    rebuilt = charged if held == "the same shards" else ["released", "lost", "released"]
+    successor = next_process(store, fleet, combiner, Plan(
+        lambda a: rebuilt if a == 1 else ["released"] * 3))
+    if held == "the same shards":
+        assert attempts(store, "run") == [(1, "released", N_MIN)]
+        assert spends(store, "run") == [(0, 1, N_MIN)]
+    else:
+        assert attempts(store, "run") == [(1, "lost", N_MIN), (2, "released", DEVICES)]
+        reason = store.rounds("run")[0].reason
+        assert "over other reports than the one charged" in reason, reason
+        assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]
+        assert successor.cancelled[0] == combiner.opened[0][0]  # dropped unread
+    assert store.run("run").state == "done"
+
+
+def test_a_charge_stored_without_whose_reports_refuses_the_held_total(tmp_path: Path) -> None:
+    """A store written by a version that did not keep whose reports a charge was over: the
+    total held after the restart, of the charged count, cannot be told from another total
+    of that count, so it is refused unread, the attempt lost at its one charge and the round
+    run again (charged again, rather than a total read that may never have been charged)."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released"), after_hook=lambda a: "hang"), fleet.keys)
+    dies_at(store, fleet, combiner, combiner.hook_done)
+    with store._tx() as db:  # (the summary as the earlier version left it)
+        row = db.execute("SELECT summary FROM rounds").fetchone()
+        summary = json.loads(row[0])
+        assert summary.pop(CHARGED_OVER).startswith("sha256:")
+        db.execute("UPDATE rounds SET summary = ?", (json.dumps(summary),))
+    next_process(store, fleet, combiner)
+    assert attempts(store, "run") == [(1, "lost", DEVICES), (2, "released", DEVICES)]
+    assert "by a version that did not store" in store.rounds("run")[0].reason
+    assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
 
 
 @pytest.mark.parametrize("sharded", [True, False])
