@@ -62,7 +62,13 @@ from typing import TYPE_CHECKING, Any
 
 from fedhh.cli import options
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.experiments.cluster import RUN_MEMORY_GIB, ClusterOptions, local_workers
+from fedhh.experiments.cluster import (
+    CONNECT_S,
+    RUN_MEMORY_GIB,
+    ClusterOptions,
+    check_scheduler,
+    local_workers,
+)
 from fedhh.experiments.studies import STUDIES, STUDY_NAMES
 
 if TYPE_CHECKING:
@@ -289,7 +295,7 @@ def code_of(records: dict[str, RunRecord]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
-    from fedhh.experiments.populations import absolute
+    from fedhh.experiments.populations import absolute, built
     from fedhh.experiments.report import check_report_folder, study_results, write_report
     from fedhh.experiments.runner import Suite, result_records
     from fedhh.experiments.spec import SuiteSettings
@@ -322,6 +328,12 @@ def run(args: argparse.Namespace) -> int:
     store = ResultStore(args.store or cache_root() / "experiments")
     # A worker resolves a relative path in its own directory, not in this one.
     dataset = absolute(args.dataset) if cluster.distributed else args.dataset
+    if cluster.scheduler is not None and not args.dry_run and not built(dataset):
+        # The scheduler is asked before the dataset is built, not after: a wrong or unreachable
+        # address was told once the build was done (over 10 minutes of silence for the default
+        # dataset). Built, the dataset is opened first, so that a suite the store holds whole
+        # needs no scheduler.
+        check_scheduler(cluster.scheduler, CONNECT_S, _above_the_bar_line)
     suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store, listing=args.dry_run)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
