@@ -20,7 +20,7 @@ import grpc
 import numpy as np
 
 from fedhh.data.registry import resolve_dataset
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, DatasetError
 from fedhh.output_paths import (
     LAST_FOLDER_MADE,
     check_output,
@@ -287,7 +287,12 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
     were made first and left behind."""
     check_state_dir(args.state_dir, make=False)
     check_output("--stats-file", args.stats_file)  # (written at exit, after the whole run)
-    dataset = resolve_dataset(args.dataset)
+    try:
+        dataset = resolve_dataset(args.dataset)
+    except DatasetError as error:
+        # Named by its option as the others are: under compose the value is .env's
+        # FEDHH_DEVICE_DATASET, which the error then names too (fedhh/cli/main.py)
+        raise DatasetError(f"--dataset: {error}") from None
     if args.users == TOKENS:
         if not args.enrollment_tokens_file:
             raise ConfigError("--users tokens hosts the users of --enrollment-tokens-file; "

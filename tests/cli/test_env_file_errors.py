@@ -4,6 +4,8 @@ the options (tests/integration/test_deploy.py refuses each service's values thro
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fedhh.cli.main import env_file_names, main
@@ -20,6 +22,23 @@ def test_a_later_check_naming_the_option_names_its_variable_too(
         "fedhh aggregator: error: --web-origin needs --web-listen: the origins may call the "
         "Connect port, which is off without it (--web-origin is FEDHH_WEB_ORIGINS in "
         "deploy/.env)\n")
+
+
+def test_a_device_dataset_the_container_does_not_hold_is_named_by_its_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """FEDHH_DEVICE_DATASET names a host file no override mounted: the refusal named neither
+    --dataset nor the variable ("/datasets/users.txt does not exist and is not a built-in
+    dataset")."""
+    monkeypatch.setenv("FEDHH_OPTIONS_FROM_ENV", "--dataset=FEDHH_DEVICE_DATASET")
+    missing = tmp_path / "datasets" / "users.txt"
+    with pytest.raises(SystemExit):
+        main(["device", "--coordinator", "127.0.0.1:9", "--insecure", "--dataset", str(missing),
+              "--users", "0:2", "--state-dir", str(tmp_path / "state")])
+    said = capsys.readouterr().err
+    assert said.startswith(f"fedhh device: error: --dataset: {missing} does not exist"), said
+    assert said.endswith(" (--dataset is FEDHH_DEVICE_DATASET in deploy/.env)\n"), said
+    assert not (tmp_path / "state").exists()
 
 
 def test_an_option_of_two_variables_names_both(monkeypatch: pytest.MonkeyPatch) -> None:

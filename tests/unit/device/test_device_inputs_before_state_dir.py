@@ -16,7 +16,8 @@ from fedhh_device.main import read_inputs
 
 
 @pytest.mark.parametrize(("inputs", "refusal"), [
-    (["--dataset", "{root}/nope.txt", "--users", "0:2"], "^{root}/nope.txt does not exist"),
+    (["--dataset", "{root}/nope.txt", "--users", "0:2"],
+     "^--dataset: {root}/nope.txt does not exist"),
     (["--dataset", "{root}/users.txt", "--users", "tokens", "--enrollment-tokens-file",
       "{root}/nope.tokens"],
      "^cannot read the enrollment tokens file {root}/nope.tokens: No such file or directory$"),
