@@ -227,15 +227,20 @@ _RECORD = ("; an object is one user's item counts ({\"new york\": 3}), not a rec
 
 
 def _check(where: str, nth: int, item: object) -> None:
-    if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
-        # (a number or truth value that is an item, a ZIP code or a year, is one in quotes)
+    if not isinstance(item, str):
         shown = shown_value(item)
-        quoted = (f"; an item is a JSON string: {json.dumps(shown)}"
-                  if isinstance(item, int | _Number) and not shown.endswith("...") else "")
-        raise DatasetError(f"{where}: item {nth} ({shown}) is a JSON {json_kind(item)}, not a "
-                           f"string{quoted}")
+        raise DatasetError(f"{where}: item {nth} ({shown}) {not_a_string(item, shown)}")
     if (defect := item_defect(item)) is not None:
         raise DatasetError(f"{where}: item {nth} ({shown_value(item)}) {defect}")
+
+
+def not_a_string(value: object, shown: str) -> str:
+    """The defect of a JSON ``value`` given for an item (``shown``: ``shown_value``'s), by
+    JSON's names (before, "is a int", "is a list"); a number or truth value that is an item,
+    a ZIP code or a year, is one in quotes, as it says (JSON lines, a .json item list)."""
+    quoted = (f"; an item is a JSON string: {json.dumps(shown)}"
+              if isinstance(value, int | _Number) and not shown.endswith("...") else "")
+    return f"is a JSON {json_kind(value)}, not a string{quoted}"
 
 
 def json_kind(value: object) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
-from fedhh.data.jsonl import json_kind, loads, raw_control, shown_value
+from fedhh.data.jsonl import loads, not_a_string, raw_control, shown_value
 from fedhh.data.text import json_user
 from fedhh.errors import DatasetError
 from fedhh.input_files import (
@@ -275,8 +275,9 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
                            f"{kind.get(type(value), 'a number')}")
     items: dict[str, None] = {}
     for nth, item in enumerate(value, start=1):
-        defect = (f"is a JSON {json_kind(item)}, not a string"
-                  if not isinstance(item, str)  # (JSON's names: before, "is a int")
+        # (a number told how to be an item, as in JSON lines: before, "element 2 (1e5) is a
+        # JSON number, not a string" alone)
+        defect = (not_a_string(item, shown_value(item, 80)) if not isinstance(item, str)
                   else item_defect(item))
         if defect is None:
             items.setdefault(item, None)

@@ -104,12 +104,19 @@ def test_nan_is_no_json_number_in_a_leaf_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "said"), [
-    ('["a", 1e5]', "line 1: element 2 (1e5) is a JSON number, not a string"),
-    ('["a", -0]', "line 1: element 2 (-0) is a JSON number, not a string"),
+    # (told how to be an item, as in JSON lines: before, the first clause alone)
+    ('["a", 1e5]', 'line 1: element 2 (1e5) is a JSON number, not a string; an item is a '
+                   'JSON string: "1e5"'),
+    ('["a", -0]', 'line 1: element 2 (-0) is a JSON number, not a string; an item is a JSON '
+                  'string: "-0"'),
+    ('["a",\n 90210]', 'line 2: element 2 (90210) is a JSON number, not a string; an item is '
+                       'a JSON string: "90210"'),
+    ('["a", null]', "line 1: element 2 (null) is a JSON null, not a string"),
     ('["a", NaN]', "not JSON (NaN is not a JSON number)"),
 ])
 def test_an_item_lists_number_is_shown_as_the_file_writes_it(tmp_path: Path, text: str,
                                                              said: str) -> None:
     source = tmp_path / "deny.json"
     message = import_refused(lambda path, _: load_item_list(path), source, text)
+    assert message == f"{source}: {said}" or said.startswith("not JSON")
     assert message.startswith(f"{source}: {said}")
