@@ -176,9 +176,15 @@ class _ServiceControl(ABC):
         """Cancel a round (past its deadline). AggregatorUnavailable only for a failure a
         later try may not meet (``PASSING``: the link tries again after it alone); any other
         answer is AggregatorRefused. Before, every failure was the service away, and a
-        service that refused the cancel was asked again for the link's recovery patience."""
+        service that refused the cancel was asked again for the link's recovery patience.
+        RESOURCE_EXHAUSTED (the client's ``AggregatorBusy``) is passing too: no cancel is
+        refused for the rounds a service holds, only for its load at that moment (its calls
+        or a rate limit). Before, it ended the tries at once, and the round, left running,
+        was settled by its outcome, "running": charged at n_min as one that may unmask."""
         try:
             await self.client.cancel(round_id)
+        except AggregatorBusy:
+            raise AggregatorUnavailable(grpc.StatusCode.RESOURCE_EXHAUSTED.name) from None
         except grpc.aio.AioRpcError as error:
             if error.code() in PASSING:
                 raise AggregatorUnavailable(error.code().name) from None

@@ -163,6 +163,8 @@ def test_a_failure_no_retry_expects_is_logged_not_left_in_the_task(
 
 @pytest.mark.parametrize(("code", "away"), [
     (grpc.StatusCode.UNAVAILABLE, True), (grpc.StatusCode.DEADLINE_EXCEEDED, True),
+    # (busy: its calls or a rate limit at that moment; before, a refusal: not asked again)
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, True),
     (grpc.StatusCode.PERMISSION_DENIED, False), (grpc.StatusCode.UNIMPLEMENTED, False),
     (grpc.StatusCode.INTERNAL, False)])
 def test_a_round_cancel_refused_is_not_the_service_away(code: grpc.StatusCode,
