@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 import grpc
-from aggregator_testkit import TOKEN, aggregator, make_cohort, run
+from aggregator_testkit import TOKEN, aggregator, close_once_the_rest_answered, make_cohort, run
 
 from fedhh.rpc.aggregator_client import AggregatorControl
 from fedhh.rpc.aggregator_wire import stage_to_pb
@@ -54,11 +54,9 @@ class _HeldCall:
 
 def test_an_answer_queued_for_an_aborted_round_is_not_computed() -> None:
     # Six devices, n_min 6: device 6 holds its shares back, so the round aborts when the
-    # share-keys stage closes; devices 1-5 are told (their wait for the next request). The
-    # deadlines add up: the key sharing, which only waiting fills, ends 5 s in (12 s before),
-    # where six devices of 64 coordinates advertise within milliseconds.
-    cohort = make_cohort(6, 64, 5, 4, n_min=6, windows_ms=(4_000, 1_000, 10_000, 10_000,
-                                                           10_000), round_id=b"held/6")
+    # share-keys stage closes, once the other five shared (before: at a deadline 5 s in, which
+    # all six had to advertise by); devices 1-5 are told (their wait for the next request).
+    cohort = make_cohort(6, 64, 5, 4, n_min=6, round_id=b"held/6")
     late = cohort.device(6)
     computed: list[int] = []
     share_keys = late.share_keys
@@ -70,9 +68,11 @@ def test_an_answer_queued_for_an_aborted_round_is_not_computed() -> None:
     late.share_keys = counted  # type: ignore[method-assign]
 
     async def scenario() -> tuple[list[Any], Any]:
-        async with aggregator() as (_, channel):
+        async with aggregator() as (agg, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
+            close_once_the_rest_answered(agg.registry.by_session(cohort.session_id),
+                                         {6: Stage.SHARE_KEYS})
             turns, gate = ComputeTurns(), asyncio.Event()
             stub = pb_grpc.SecureAggregationStub(channel)
 

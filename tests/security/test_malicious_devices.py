@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from aggregator_testkit import (
     TOKEN,
     Cohort,
     aggregator,
+    close_once_the_rest_answered,
     make_cohort,
     run,
 )
@@ -90,11 +91,16 @@ class _Unsigning(SecAggDevice):
         raise asyncio.CancelledError  # the device's task ends here, silently
 
 
-async def _round(cohort: Cohort, kind: Callable[[int], type[SecAggDevice]]
+async def _round(cohort: Cohort, kind: Callable[[int], type[SecAggDevice]],
+                 silent: Mapping[int, Stage] | None = None
                  ) -> tuple[AggregateResult | RoundAborted, RoundOutcome]:
-    async with aggregator() as (_, channel):
+    """The round of ``cohort`` with device u of ``kind(u)``; a stage some devices are
+    ``silent`` at closes once the others answered."""
+    async with aggregator() as (agg, channel):
         control = AggregatorControl(channel, TOKEN)
         await control.open_round(cohort.signed)
+        if silent:
+            close_once_the_rest_answered(agg.registry.by_session(cohort.session_id), silent)
         fetch = asyncio.create_task(control.result(cohort.round_id, 60))
 
         async def device(u: int) -> None:
@@ -176,15 +182,16 @@ def test_a_corrupt_unmask_share_aborts_before_any_mask_is_removed() -> None:
 def test_colluders_withholding_signatures_never_get_a_sum_below_n_min(colluders: int,
                                                                       abort: str | None) -> None:
     """Colluders contribute their masked vectors, then do not sign the survivor set (the
-    stage waits for its deadline, here a short one). With enough signers the round releases,
+    stage closes once the others signed: before, at a deadline 3.5 s after the cohort was
+    made, which all eight had to reach the stage by). With enough signers the round releases,
     its evidence proving only the signers; with fewer than n_min signers, or too few for an
     honest device's t partner signatures, it aborts before any unmask request (nothing to
     charge), whatever U3 was."""
-    # The deadlines add up: the consistency check ends 3.5 s after the cohort is made, where
-    # eight devices of 16 coordinates reach it in about 0.3 s when quiet (5.5 s before).
-    cohort = _cohort(f"unsigned_{colluders}", windows_ms=(2_000, 500, 500, 500, 5_000))
+    cohort = _cohort(f"unsigned_{colluders}")
     outcome, state = run(_round(cohort,
-                                lambda u: _Unsigning if u <= colluders else SecAggDevice))
+                                lambda u: _Unsigning if u <= colluders else SecAggDevice,
+                                dict.fromkeys(range(1, colluders + 1),
+                                              Stage.CONSISTENCY_CHECK)))
     if abort is not None:
         _aborted(outcome, state, abort, reached_unmask=False)
         return
