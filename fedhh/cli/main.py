@@ -228,11 +228,12 @@ def _guess(word: str, known: list[str]) -> tuple[list[str], str]:
     return begun or difflib.get_close_matches(word, known, n=1, cutoff=0.75), ""
 
 
-# Set by deploy/docker-compose.yml in each service: "--option=VARIABLE[,VARIABLE...] ...", the
-# .env variables each option's value is made of. The operator edits deploy/.env and never types
-# the options, so a refused value is named by its variable, not only by an option they never saw.
+# Set by deploy/docker-compose.yml in each service (and deploy/k8s's ConfigMap, with the
+# source's name in FEDHH_OPTIONS_SOURCE): "--option=VARIABLE[,VARIABLE...] ...", the variables
+# each option's value is made of. The operator edits deploy/.env and never types the options,
+# so a refused value is named by its variable, not only by an option they never saw.
 OPTIONS_FROM_ENV = "FEDHH_OPTIONS_FROM_ENV"
-ENV_FILE = "deploy/.env"
+OPTIONS_SOURCE = "FEDHH_OPTIONS_SOURCE"
 
 
 def env_file_names(message: str) -> str:
@@ -248,11 +249,12 @@ def env_file_names(message: str) -> str:
             sources[option] = names.split(",")
     if not sources:
         return message
+    where = os.environ.get(OPTIONS_SOURCE) or "deploy/.env"
     given = re.match(r"argument (--[\w-]+)(?:/[\w-]+)*: ", message)
     if given and given[1] in sources:
-        return (f"{' or '.join(sources[given[1]])} ({ENV_FILE}, given as {given[1]}): "
+        return (f"{' or '.join(sources[given[1]])} ({where}, given as {given[1]}): "
                 f"{message[given.end():]}")
-    named = [f"{option} is {' and '.join(names)} in {ENV_FILE}"
+    named = [f"{option} is {' and '.join(names)} in {where}"
              for option, names in sources.items()
              if re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", message)]
     return message + (f" ({'; '.join(named)})" if named else "")

@@ -27,7 +27,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from fedhh.cli.main import build_parser
+from fedhh.cli.main import build_parser, main
 from fedhh_aggregator.combiner_main import COMBINER_SERVICE
 from fedhh_aggregator.main import SERVICES as AGGREGATOR_SERVICES
 from fedhh_aggregator.workers import parse_worker
@@ -41,6 +41,8 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 TARGET_VERSION = "1.31.0"  # the oldest Kubernetes the manifests are written for
 VERSIONS = (TARGET_VERSION, kubernetes_validate.utils.latest_version())
 OVERLAYS = ("base", "overlays/dev", "overlays/production")
+SERVICE_CONTAINERS = (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
+                      ("StatefulSet", "worker"), ("Deployment", "selector"))
 # The secrets the pods read, and the keys they read (docs/scaling.md).
 SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
            "fedhh-tokens": {"control.token", "admin.token", "selector.token"},
@@ -445,8 +447,7 @@ def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay
     command-line parser: no misspelt flag, no bad value."""
     objs = rendered[overlay]
     config = named(objs, "ConfigMap", "fedhh-config")["data"]
-    for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
-                       ("StatefulSet", "worker"), ("Deployment", "selector")):
+    for kind, name in SERVICE_CONTAINERS:
         c = container(objs, kind, name)
         env = dict(config)
         for e in c.get("env", []):
@@ -466,6 +467,43 @@ def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay
         if name == "combiner":
             for worker in flag(lines[0], "worker"):
                 parse_worker(worker)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_config_says_which_settings_the_options_are_made_of(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """FEDHH_OPTIONS_FROM_ENV, which the CLI's errors read, holds each option a service's args
+    make of a ConfigMap setting, and nothing else: an option given a new $(NAME) without it
+    would be refused naming the option alone again."""
+    objs = rendered[overlay]
+    config = named(objs, "ConfigMap", "fedhh-config")["data"]
+    used: dict[str, str] = {}
+    for kind, name in SERVICE_CONTAINERS:
+        for word in container(objs, kind, name)["args"]:
+            option, _, value = word.partition("=")
+            names = re.findall(r"\$\((\w+)\)", value)
+            if option.startswith("--") and names and names[0] in config:
+                assert used.setdefault(option, ",".join(names)) == ",".join(names), word
+    declared = dict(word.split("=", 1) for word in config["FEDHH_OPTIONS_FROM_ENV"].split())
+    assert declared == used
+
+
+def test_a_refused_setting_is_named_by_its_config_key(
+        rendered: dict[str, list[Obj]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An operator who wrote FEDHH_QUIET_CLOSE_MS: "3s" in the ConfigMap is told that key
+    (before: "argument --quiet-close-ms: must be an integer", an option they never typed)."""
+    objs = rendered["base"]
+    config = {**named(objs, "ConfigMap", "fedhh-config")["data"], "FEDHH_QUIET_CLOSE_MS": "3s"}
+    for key in ("FEDHH_OPTIONS_FROM_ENV", "FEDHH_OPTIONS_SOURCE"):
+        monkeypatch.setenv(key, config[key])
+    args = [re.sub(r"\$\((\w+)\)", lambda m: config.get(m.group(1), ""), word)
+            for word in container(objs, "StatefulSet", "worker")["args"]]
+    with pytest.raises(SystemExit):
+        main(args)
+    assert capsys.readouterr().err == (
+        "fedhh aggregator: error: FEDHH_QUIET_CLOSE_MS (the ConfigMap fedhh-config, given as "
+        "--quiet-close-ms): must be an integer, got '3s'\n")
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
