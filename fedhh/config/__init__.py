@@ -331,17 +331,19 @@ class RunConfig:
         """The rounds of one discovery: the main rounds and the completion rounds."""
         return self.rounds + self.completion()
 
-    def code_bits(self, mode: Mode = Mode.SIMULATION) -> int:
+    def code_bits(self, mode: Mode = Mode.SIMULATION, completions: int | None = None) -> int:
         """Width of the codes: max_bits; with completion rounds, what every round can add at
         most, floor(log2 P) bits each (the main rounds may go past max_bits when their prefix
-        list is short; at most ``MAX_SUPPORTED_BITS``)."""
+        list is short; at most ``MAX_SUPPORTED_BITS``). ``completions``: the bits the main
+        rounds and only the first that many of the completion rounds reach."""
         from fedhh.codec import MAX_SUPPORTED_BITS
 
         if not self.completion():
             return self.max_bits
+        count = self.completion() if completions is None else min(completions, self.completion())
         per_round = self.resolved_dim_limit(mode).bit_length() - 1
         return min(max(self.max_bits, per_round * self.rounds)
-                   + per_round * self.completion(), MAX_SUPPORTED_BITS)
+                   + per_round * count, MAX_SUPPORTED_BITS)
 
     def round_weights(self) -> tuple[float, ...] | None:
         """The per-round allocation weights of ``round_budget`` and the completion rounds

@@ -17,7 +17,9 @@ from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.errors import PrivacyError
 
 __all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_note",
-           "cut_cause", "lost_in_completion_note", "past_max_eps_local", "ran_out_cause"]
+           "completion_threshold", "completion_thresholds", "cut_cause",
+           "first_past_devices", "lost_in_completion_note", "past_max_eps_local",
+           "ran_out_cause", "unreachable_completion_note"]
 
 RAN_OUT = "no rounds left"
 NO_COMPLETION = "no completion round in the privacy budget"
@@ -210,3 +212,66 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
             f"{against}): the first runs at --completion-weight {weight:g} of a main round's "
             "budget, the 2nd and 3rd at a quarter of that, the 4th to 7th at a sixteenth, "
             f"the later ones at less. {remedy}; docs/codecs.md.")
+
+
+def completion_threshold(config: Any, eps_local: float, index: int, devices: int,
+                         mode: Any) -> float:
+    """The least threshold, in devices, of the ``index``-th completion round (1-based) of
+    ``config`` among ``devices`` reports when it keeps one element over a full segment: that
+    round's local epsilon is eps_local + ln(w / the largest weight) (``allocation_offsets``, the
+    accountant's own), its target gamma_i (``completion_fp_ratios``). PruneHH (the paper's
+    Adaptive Thresholding) keeps an element over t only once E(t) D <= gamma k, E the null
+    law's tail; adaptive segmentation (the paper's server algorithm: s the largest with
+    prefixes 2^s <= P) makes the domain D more than P / 2, so with k = 1 the threshold is at
+    least E^-1(2 gamma_i / P), and never below tau0 sigma, where PruneHH starts."""
+    from fedhh.privacy.accountant import allocation_offsets
+    from fedhh.server.mechanisms import LocalRandomizer, TailKind
+
+    offset = allocation_offsets(config.round_weights() or ())[config.rounds + index - 1]
+    tail = LocalRandomizer(eps_local + offset, TailKind(config.tail)).null_tail(devices)
+    gamma = config.completion_fp_ratios()[index - 1]
+    share = gamma / (config.resolved_dim_limit(mode) / 2)  # (E at the domain's least)
+    # (a share past the median, a large gamma over a tiny P: tau0 sigma bounds it alone)
+    return max(config.tau0 * tail.sigma, tail.isf(share) if share < 0.5 else 0.0)
+
+
+def completion_thresholds(config: Any, eps_local: float, devices: int,
+                          mode: Any) -> list[float]:
+    """``completion_threshold`` of each completion round of ``config``, the first first."""
+    return [completion_threshold(config, eps_local, i, devices, mode)
+            for i in range(1, config.completion() + 1)]
+
+
+def first_past_devices(thresholds: Sequence[float], devices: int) -> int | None:
+    """The first completion round (1-based) whose threshold is above ``devices``, or None."""
+    return next((i for i, t in enumerate(thresholds, start=1) if t > devices), None)
+
+
+def unreachable_completion_note(config: Any, thresholds: Sequence[float], devices: int,
+                                mode: Any) -> str | None:
+    """The note, before a run, where some of the completion rounds ``config`` budgets have a
+    threshold above its ``devices`` (``thresholds``, ``completion_thresholds``): no item's
+    true count reaches it, so those rounds complete nothing but by noise, and an item whose
+    code needs them comes back cut however many hold it; None where every round's threshold
+    is within the devices.
+    Before, the warning on items past the codes counted them in the codes' reach: 300 devices
+    at eps_agg 2 budget 3 of the 32 completion rounds and were told of 112-bit codes, where
+    the 2nd and 3rd (local epsilon 0.35) need ~450 devices and the items reached whole end
+    within 80 bits (docs/codecs.md)."""
+    first = first_past_devices(thresholds, devices)
+    if first is None:
+        return None
+    main, last = config.rounds, config.rounds + config.completion()
+    rounds = (f"rounds {main + first} to {last} (completion rounds)" if main + first < last
+              else f"round {last} (a completion round)")
+    reach = config.code_bits(mode, completions=first - 1)
+    before = (f"the main rounds and rounds {main + 1} to {main + first - 1} (the last at about "
+              f"{thresholds[first - 2]:,.0f} devices)" if first > 2 else
+              f"the main rounds and round {main + 1} (at about {thresholds[0]:,.0f} devices)"
+              if first == 2 else "the main rounds")
+    return (f"{rounds} need an estimate of about {thresholds[first - 1]:,.0f} devices or more, "
+            f"above the {devices:,} devices here (their local epsilon, eps_local + ln of their "
+            "weight, is small): no item's true count reaches that, so items come back whole "
+            f"only where {before} finish them, within {reach:,} bits of code, and longer ones "
+            "cut whatever their count. A larger --eps-agg or --completion-weight lowers the "
+            "completion rounds' thresholds; docs/codecs.md")
