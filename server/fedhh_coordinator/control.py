@@ -156,6 +156,10 @@ class _ServiceControl(ABC):
     async def outcome(self, round_id: bytes) -> AggregatorOutcome:
         try:
             answer = await self._round_outcome(round_id)
+        except AggregatorBusy:
+            # (as in ``cancel``; before, it went through the link, which waits on the service
+            # away alone, and failed the run)
+            raise AggregatorUnavailable(grpc.StatusCode.RESOURCE_EXHAUSTED.name) from None
         except (grpc.aio.AioRpcError, AggregatorError) as error:
             name = error.code().name if isinstance(error, grpc.aio.AioRpcError) else str(error)
             raise AggregatorUnavailable(name) from None

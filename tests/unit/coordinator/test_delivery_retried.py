@@ -48,6 +48,9 @@ class Combiner(pb_grpc.CombinerControlServicer):
         self.acknowledged.set()
         return pb.CancelRoundResponse(state=pb.AGGREGATION_STATE_RELEASED)
 
+    async def GetOutcome(self, request: Any, context: Any) -> pb.GetOutcomeResponse:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "not now")
+
 
 async def serve(fake: Combiner, go: Any) -> None:
     server = serving.new_server()
@@ -183,3 +186,16 @@ def test_a_round_cancel_refused_is_not_the_service_away(code: grpc.StatusCode,
 
     asyncio.run(serve(fake, go))
     assert fake.calls == 1
+
+
+def test_an_outcome_answered_busy_is_the_service_away() -> None:
+    """GetOutcome answered RESOURCE_EXHAUSTED (its load at that moment) is asked again by the
+    link, as while the service cannot be reached. Before, it went through the link's
+    patience, which waits on ``AggregatorUnavailable`` alone, and failed the run."""
+    fake = Combiner(None)
+
+    async def go(combiner: Any) -> None:
+        with pytest.raises(AggregatorUnavailable, match="RESOURCE_EXHAUSTED"):
+            await combiner.outcome(ROUND)
+
+    asyncio.run(serve(fake, go))
