@@ -476,10 +476,18 @@ def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
 
 def check_web_options(args: argparse.Namespace) -> None:
     """Refuse --web-origin without --web-listen: no page could call a port that is not served
-    (it was accepted and did nothing)."""
+    (it was accepted and did nothing); and an origin not shaped as a browser sends one, named
+    by its option (the Connect server's check said only "a web origin is ...")."""
     if args.web_origin and not args.web_listen:
         raise ConfigError("--web-origin needs --web-listen: the origins may call the Connect "
                           "port, which is off without it")
+    if args.web_origin:
+        from fedhh.rpc.connect import check_origins  # (aiohttp: a service that serves web)
+
+        try:
+            check_origins(args.web_origin)
+        except ConfigError as error:
+            raise ConfigError(f"--web-origin: {error}") from None
 
 
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:

@@ -41,6 +41,19 @@ def test_a_device_dataset_the_container_does_not_hold_is_named_by_its_variable(
     assert not (tmp_path / "state").exists()
 
 
+def test_an_origin_of_another_shape_is_named_by_its_option_and_variable(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """FEDHH_WEB_ORIGINS=example.org (no scheme): before, "a web origin is scheme://host[:port]
+    with no path, got 'example.org'", naming neither --web-origin nor the variable."""
+    monkeypatch.setenv("FEDHH_OPTIONS_FROM_ENV", SOURCES)
+    with pytest.raises(SystemExit):
+        main(["aggregator", "--coordinator-key", "key.pub", "--web-listen", "127.0.0.1:0",
+              "--web-origin", "example.org"])
+    assert capsys.readouterr().err == (
+        "fedhh aggregator: error: --web-origin: a web origin is scheme://host[:port] with no "
+        "path, got 'example.org' (--web-origin is FEDHH_WEB_ORIGINS in deploy/.env)\n")
+
+
 def test_an_option_of_two_variables_names_both(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEDHH_OPTIONS_FROM_ENV", SOURCES)
     assert env_file_names("argument --aggregator-public-address: must be HOST:PORT") == (
