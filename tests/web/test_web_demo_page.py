@@ -294,6 +294,23 @@ def test_while_fedhh_up_is_not_answering_the_page_says_so_once(dist: Path) -> No
 
 
 @pytest.mark.browser
+def test_a_page_frozen_and_resumed_shows_its_devices_as_they_are(dist: Path) -> None:
+    """A tab frozen in the background (Chromium freezes such tabs; a laptop asleep) and resumed
+    draws no frames in headless Chromium: before, its rows were drawn at a frame only, and
+    showed the state the devices had when it froze for good (a round's stage, 0 rounds) while
+    the devices went on and posted their new states."""
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        until(browser, lambda b: "checking in" in row_text(b), "the row shows the check-in")
+        browser.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "frozen"})
+        up.set_down(True)  # (its check-ins go unanswered once it runs again)
+        browser.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "active"})
+        until(browser, lambda b: (d := device(b)) and d["state"] == "no contact",
+              "the device is marked as out of contact")
+        until(browser, lambda b: "no answer since" in row_text(b), "the row says so")
+
+
+@pytest.mark.browser
 def test_a_long_item_in_the_progress_wraps_inside_the_page(dist: Path) -> None:
     """The run's end lists its heavy hitters on one line, each item whole (it is not a table:
     nothing to keep in line, so nothing cut). A 2,000-character URL has no space to wrap at:

@@ -228,7 +228,16 @@ let renderPending = false;
 function scheduleRender(): void {
   if (renderPending) return;
   renderPending = true;
-  requestAnimationFrame(() => { renderPending = false; render(); });
+  const draw = () => {
+    if (!renderPending) return;
+    renderPending = false;
+    render();
+  };
+  requestAnimationFrame(draw);
+  // A tab that draws no frames gets its rows all the same: one frozen while in the background
+  // (a sleeping laptop, the browser's tab freezing) drew none once resumed, in Chromium, and
+  // its rows showed the round it was frozen in for good while its devices went on.
+  setTimeout(draw, 1000);
 }
 
 let postTimer: ReturnType<typeof setTimeout> | undefined;
