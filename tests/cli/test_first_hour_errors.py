@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_kit import one_line_error, run_cli
+from networked_kit import cpu_seconds
 
 from fedhh.cli.main import build_parser
 
@@ -149,11 +150,6 @@ def test_ctrl_c_in_simulate_is_one_line_and_exit_130_at_once(tmp_path: Path) -> 
     assert process.returncode == 130, err
     assert err.strip().splitlines() == ["fedhh simulate: interrupted"], err
     assert usage.ru_utime + usage.ru_stime - at_key < 2.0, (usage, at_key)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_privacy_amplify_into_a_closed_pipe_ends_quietly() -> None:
@@ -416,6 +412,13 @@ def test_an_option_is_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
     (["selector", "--leader", "host:99999"], "--leader"),
     (["health", "--address", "no-port"], "--address"),
     (["admin", "list", "--coordinator", "host:"], "--coordinator"),
+    # a host that is not one: a URL's scheme or path, a port twice, a space, IPv6 unbracketed
+    (["coordinator", "--aggregator", "127.0.0.1:1", "--aggregator-public-address",
+      "https://fedhh.example.org:7100"], "--aggregator-public-address"),
+    (["coordinator", "--aggregator", "aggregator:7100:7100"], "--aggregator"),
+    (["selector", "--leader", "fedhh.example.org/api:7000"], "--leader"),
+    (["health", "--address", "fedhh .example.org:7000"], "--address"),
+    (["admin", "list", "--coordinator", "::1:7000"], "--coordinator"),
 ])
 def test_an_address_to_dial_is_checked_as_the_command_starts(
         argv: list[str], option: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ the planted population's stack."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import string
@@ -137,6 +138,13 @@ class LogMarks:
 # default grace is 15 s): a deadline, not a window. What a process writes as it stops (a device
 # process's --stats-file, its count of refused rounds) is lost if the grace runs out first, as
 # it can on a busy machine.
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user and system, from /proc): what a test bounds
+    where it means work done, which a loaded machine does not stretch as it does wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 STOP_GRACE_S = 300.0
 
 
