@@ -39,7 +39,7 @@ from typing import Any
 
 from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
 from fedhh.data.progress import Meter
-from fedhh.data.text import Importer, refuse_classic_mac, user_lines
+from fedhh.data.text import ID_KEYS, Importer, refuse_classic_mac, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
@@ -297,12 +297,10 @@ class _Records:
     "item_id": 42}`` as pandas' to_json(orient="records", lines=True) writes a table of
     numbers: each is a valid object of item counts, so the file read as users holding the
     items ``user_id`` and ``item_id``, the items themselves lost, and nothing said so. Told
-    by a key named as an id (``ID_KEYS``) in every line's object, a different count in each:
+    by a key named as an id (``text.ID_KEYS``) in every line's object, a different count in each:
     said in a warning (``warn``), not refused, since an item may be so named."""
 
     LINES = 1000
-    ID_KEYS = frozenset(("user", "user_id", "userid", "uid", "id", "client", "client_id",
-                         "device", "device_id", "person", "person_id", "account"))
 
     def __init__(self, source: Path) -> None:
         self.source = source
@@ -317,7 +315,7 @@ class _Records:
             return
         if not self.lines:
             self.first = number
-            self.key = next((key for key in user if key.lower() in self.ID_KEYS), None)
+            self.key = next((key for key in user if key.lower() in ID_KEYS), None)
         self.lines += 1
         if self.key is None:
             return

@@ -236,11 +236,44 @@ def iter_text_users(
                     "of item counts), whose brackets, quotes and commas the text format would "
                     "take for parts of items ('[\"new', 'york\",'); for a JSON-lines dataset "
                     "name the file .jsonl, or import it with --format jsonl")
+            if (header := table_header(line)) is not None:
+                # (a CSV or TSV file named .txt: before, read silently, every row one user
+                # holding its user id as an item, "1,007" or "1" and "007")
+                raise DatasetError(
+                    f"{source}: line {number} is a table's header ({header}): the text format "
+                    "reads one user a line, items separated by whitespace, so its rows' user "
+                    "ids would be read as items; no format reads columns: write each user's "
+                    "items as one JSON array a line, a .jsonl file (docs/datasets.md, 'JSON "
+                    "lines')")
         if separators is not None:
             separators.see(line, f"line {number}")
             if number > 1 and line.startswith("\ufeff"):
                 separators.see_mark(line, f"line {number}")
         yield Counter(line.lower().split() if lowercase else line.split())
+
+
+# The names a table gives its column of user ids (a header ``user_id,item``; JSON lines'
+# records ``{"user_id": 7, "item_id": 42}``: `fedhh.data.jsonl`), lower-cased.
+ID_KEYS = frozenset(("user", "user_id", "userid", "uid", "id", "client", "client_id",
+                     "device", "device_id", "person", "person_id", "account"))
+_FIELD = re.compile(r'"?[A-Za-z_][A-Za-z0-9_ .-]*"?')
+
+
+def table_header(line: str) -> str | None:
+    """``line`` shown for a message where it is a CSV or TSV header naming a column of user
+    ids (``user_id,item``, ``"user";"query"``, ``id<TAB>word``): two or more names, one of
+    them ``ID_KEYS``'s, split at one of ``,``, ``;`` or a tab and nothing else; else None."""
+    text = line.strip()
+    for separator in (",", ";", "\t"):
+        fields = text.split(separator)
+        if len(fields) < 2 or any(other in text for other in (",", ";", "\t")
+                                  if other != separator):
+            continue
+        if (all(_FIELD.fullmatch(field.strip()) for field in fields)
+                and any(field.strip().strip('"').lower() in ID_KEYS for field in fields)
+                and (separator == "\t" or " " not in text)):
+            return repr(text[:60])
+    return None
 
 
 def json_user(line: str) -> bool:
