@@ -165,7 +165,9 @@ def test_a_refused_device_is_told_once_when_the_check_in_closes() -> None:
         assert await collecting == [1]
         closed_at = loop.time()
         assert await refused is None
-        assert loop.time() - closed_at < 0.1
+        # (at the close, not at the end of its 30 s wait; a second, not 0.1 s, as a loaded
+        # machine's loop may stall that long between the two)
+        assert loop.time() - closed_at < 1.0
         lobby.deliver({1: pb.SignedTask(task=b"task-1")})
         assert (await member).task == b"task-1"
         # Told once: the next call waits (it is not answered while the round runs) ...
