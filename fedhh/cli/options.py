@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -178,6 +179,13 @@ def remote_address(text: str) -> str:
             or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"must be HOST:PORT with a port 1 to 65535, got "
                                          f"{text!r}")
+    # A host with a scheme, a path, a port of its own or a space (compose's
+    # FEDHH_AGGREGATOR_PUBLIC_HOST=https://fedhh.example.org made the address devices are told
+    # "https://fedhh.example.org:7100", accepted until every device failed to dial it)
+    if not re.fullmatch(r"\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^\s/:@?#\[\]]+", host):
+        raise argparse.ArgumentTypeError(
+            f"must be HOST:PORT with a port 1 to 65535, HOST a name or an IP address (no "
+            f"scheme, path or space; an IPv6 address in brackets, [::1]:7000), got {text!r}")
     return text
 
 

@@ -291,6 +291,10 @@ def test_each_service_says_which_env_variables_its_options_are_made_of(service: 
     ("aggregator", "FEDHH_AGGREGATOR_PORT", "70000", "must be a port"),
     ("coordinator", "FEDHH_LIFETIME_EPS", "ten", "must be a number, got 'ten'"),
     ("coordinator", "FEDHH_BUDGET_PERIOD_DAYS", "-1", "got '-1'"),
+    # (the address devices are told, made of two variables: both named)
+    ("coordinator", "FEDHH_AGGREGATOR_PUBLIC_HOST", "https://fedhh.example.org",
+     "FEDHH_AGGREGATOR_PUBLIC_HOST or FEDHH_AGGREGATOR_PORT (deploy/.env, given as "
+     "--aggregator-public-address): must be HOST:PORT"),
     ("selector", "FEDHH_LOG_LEVEL", "LOUD", "invalid choice: 'LOUD'"),
     ("devices-2", "FEDHH_LOG_LEVEL", "VERBOSE", "invalid choice: 'VERBOSE'"),
 ])
@@ -309,6 +313,5 @@ def test_a_refused_env_value_is_named_by_its_variable(
         main(invocation(spec))
     assert stop.value.code == 2
     line = capsys.readouterr().err.strip()
-    assert line.startswith(f"fedhh {spec['command'][0]}: error: {variable} (deploy/.env, "
-                           "given as --"), line
-    assert said in line and "\n" not in line, line
+    assert line.startswith(f"fedhh {spec['command'][0]}: error: {variable} "), line
+    assert "(deploy/.env, given as --" in line and said in line and "\n" not in line, line
