@@ -223,6 +223,10 @@ class _Connection(asyncio.Protocol):
                     self._heard = True
                     if self.on_heard is not None:
                         self.on_heard()
+                if kind not in (Kind.EVENT, Kind.END):
+                    # (checked before the oversize skip: a frame no server sends is broken
+                    # framing, whatever its size or stream, not an answer above the cap)
+                    raise FrameError(f"frame kind {kind} is not a server's")
                 call = self.calls.get(stream_id)
                 if call is None:
                     continue  # (a stream this side left)
@@ -235,10 +239,8 @@ class _Connection(asyncio.Protocol):
                     continue
                 if kind == Kind.EVENT:
                     call.deliver(payload)
-                elif kind == Kind.END:
-                    call.finish_from(payload)
                 else:
-                    raise FrameError(f"frame kind {kind} is not a server's")
+                    call.finish_from(payload)
         except FrameError as error:
             self.lost(f"the framed port broke the framing: {error}")
 

@@ -1529,3 +1529,44 @@ def test_an_oversize_answer_ends_only_its_call(monkeypatch: pytest.MonkeyPatch) 
             assert list(port.connection().streams) == [1]
     run(main())
 
+
+
+@pytest.mark.parametrize("kind", [Kind.OPEN, Kind.MESSAGE, Kind.CLOSE, Kind.CANCEL, 9])
+def test_an_oversize_frame_no_server_sends_breaks_the_framing(
+        kind: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame of a kind no server sends breaks the framing above the receive cap as below it:
+    the connection is dropped, its calls ended UNAVAILABLE. Before, an oversize one was taken
+    for an answer above the cap, its call alone ended RESOURCE_EXHAUSTED, the connection kept
+    with a port that does not speak the wire format."""
+    monkeypatch.setattr(framed_client, "MAX_MESSAGE_BYTES", 1024)
+
+    async def main() -> None:
+        opened = asyncio.Event()
+
+        async def port(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            splitter = FrameSplitter(1 << 24)
+            assert await reader.readexactly(len(PREFACE)) == PREFACE
+            while True:
+                data = await reader.read(1 << 16)
+                assert data, "the client left before it opened its call"
+                if any(k == Kind.OPEN for _, k, _ in splitter.feed(data)):
+                    break
+            writer.write(any_frame(1, kind, b"x" * 2000))
+            opened.set()
+            with contextlib.suppress(ConnectionError):
+                await reader.read()
+
+        server = await asyncio.start_server(port, "127.0.0.1", 0)
+        address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            channel = FramedStub(FramedChannel(address, None), SERVICE, ("Session",))
+            call = channel.Session(timeout=BOUND_S)
+            await call.write(message(b"1"))
+            code, details = await refused(call)
+            assert opened.is_set()
+            assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+            assert details == f"the framed port broke the framing: frame kind {kind} is not " \
+                "a server's", details
+        finally:
+            server.close()
+    run(main())
