@@ -17,7 +17,7 @@ from fedhh.secagg import MaskedInput, ProtocolViolation, Stage, Violation
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
-from fedhh_aggregator.errors import CapacityError, UploadTimeout
+from fedhh_aggregator.errors import EarlierCallOpen, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Round
 
@@ -97,7 +97,7 @@ async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, 
         return False
     round_.upload_precheck(device_id)
     if device_id in round_.uploading:
-        raise CapacityError(f"an upload from device {device_id} is already in progress")
+        raise EarlierCallOpen(f"an upload from device {device_id} is already in progress")
     round_.uploading.add(device_id)
     try:
         try:

@@ -13,6 +13,17 @@ class CapacityError(FedhhError):
     grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+class EarlierCallOpen(FedhhError):
+    """The device's earlier call is still being served: its upload still read, its long-polls
+    held (UNAVAILABLE). A device whose call timed out at its end asks again at once, while the
+    aggregator may still read the first; the retry passes once that ends, so the devices retry
+    it with their backoff as a shed call. (It was RESOURCE_EXHAUSTED, which the Python device
+    took as final: it gave up a round it could still complete. That code now means only what
+    asking again cannot change, such as a message over the receive cap.)"""
+
+    grpc_status = grpc.StatusCode.UNAVAILABLE
+
+
 class CallToAbortedRound(FedhhError):
     """A device call to a round that was aborted (ABORTED); the reason is in the message."""
 

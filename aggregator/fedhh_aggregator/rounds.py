@@ -54,7 +54,7 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.config import MAX_ROUND_S, Admission
 from fedhh_aggregator import metrics
-from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
+from fedhh_aggregator.errors import CallToAbortedRound, EarlierCallOpen
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +378,7 @@ class Round:
             raise ProtocolViolation(Violation.MALFORMED, "this round has no consistency check")
         open_polls = self._polls.get(device_id, 0)
         if open_polls >= self.limits.max_polls_per_device:
-            raise CapacityError(f"device {device_id} already has {open_polls} long-polls open")
+            raise EarlierCallOpen(f"device {device_id} already has {open_polls} long-polls open")
         self._polls[device_id] = open_polls + 1
         try:
             return await self._await_request(device_id, stage, wait_s)

@@ -365,7 +365,10 @@ class ConnectServer:
                     if head_check is not None:
                         caller = await self._head(request, head_check, body)
                         if caller in self._large_callers:
-                            raise ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED, "an earlier "
+                            # (UNAVAILABLE, as the aggregator's own check of one
+                            # upload per device: the retry of a timed-out upload passes
+                            # once the first ends)
+                            raise ConnectError(grpc.StatusCode.UNAVAILABLE, "an earlier "
                                                "upload of this caller is still being read")
                         self._large_callers.add(caller)
                         turn.callback(self._large_callers.discard, caller)

@@ -96,7 +96,11 @@ class SessionResult:
 # takes the first copy of a message and answers an identical one accepted=False. CANCELLED
 # reaches the caller as an AioRpcError only when the other side ended the call (gRPC core sheds
 # calls beyond the server's backlog this way, before any handler runs); a local cancellation
-# raises asyncio.CancelledError and is never retried.
+# raises asyncio.CancelledError and is never retried. RESOURCE_EXHAUSTED is not retried: the
+# aggregator answers it only where asking again cannot pass (a message over the receive cap;
+# an answer over the device's); its device's earlier call still open there (an upload being
+# read, long-polls held) is UNAVAILABLE, which passes once that call ends. The web device's
+# round.ts RETRIED is the same set (tests/unit/rpc/test_device_retried_codes.py).
 RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 CODE_OUTCOMES = {

@@ -9,8 +9,8 @@
  * label || kind || session id || device id || SHA-256 of the body. The masked vector goes as
  * one unary SubmitMaskedVector.
  *
- * A call the service shed or could not take (unavailable, canceled, resource_exhausted; a
- * call that got no answer at all counts as unavailable) is made again with full-jitter
+ * A call the service shed or could not take (unavailable, canceled; a call that got no answer
+ * at all counts as unavailable) is made again with full-jitter
  * exponential backoff, as device_client.py's RetryPolicy does: `attempts` times, and beyond
  * them for as long as the stage the call belongs to is open (`patientUntil`, from the round
  * config's deadlines: device_client.py's `DeviceSession.patient_until`), with a longer backoff
@@ -216,9 +216,13 @@ export async function timed<T>(timings: Record<string, number> | undefined, step
   }
 }
 
-// Shed or not taken: made again (device_client.py's UNAVAILABLE and CANCELLED; over Connect a
-// service that sheds may also answer resource_exhausted, as the fleet's check-in reads it).
-const RETRIED = new Set([Code.Unavailable, Code.Canceled, Code.ResourceExhausted]);
+// Shed or not taken: made again. The same set as the Python device's RETRIED_CODES
+// (fedhh/rpc/participation.py; a test holds them equal). resource_exhausted is final: the
+// aggregator answers it where asking again cannot pass (a message over its receive cap, an
+// answer over the device's), and unavailable where the device's earlier call is still open
+// there (an upload being read, long-polls held). Before, resource_exhausted was retried until
+// the stage closed: a masked vector over the cap was sent whole again and again.
+export const RETRIED: ReadonlySet<Code> = new Set([Code.Unavailable, Code.Canceled]);
 
 /**
  * A call that got no answer at all: `fetch` itself failed (connect-web reports it as

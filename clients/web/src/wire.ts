@@ -128,9 +128,10 @@ async function policyRefusal(error: unknown, url: string, seen: Set<string> | un
 /**
  * `fetchImpl` whose answers are read at most `cap` bytes far: one whose Content-Length is
  * larger fails at once, unread, and one that streams past it fails there, as
- * `resource_exhausted` (the code a gRPC channel gives an answer over its cap, which the device's
- * calls treat as shed). The body is read here, before the answer is handed on: a stream cut by
- * an error shows in Chromium only as "Failed to fetch", an answer that never came. (The device
+ * `resource_exhausted` (the code a gRPC channel gives an answer over its cap; a round's call
+ * is not made again for it, as the same answer would come). The body is read here, before the
+ * answer is handed on: a stream cut by an error shows in Chromium only as "Failed to fetch", an
+ * answer that never came. (The device
  * makes unary calls only, whose answers connect-web reads whole anyway.) Before, connect-web
  * read a whole answer of any size into memory: a coordinator or aggregator (or whatever
  * answers in its place) could make the tab run out of memory with one answer, where the Python

@@ -257,7 +257,7 @@ def test_a_large_body_takes_a_turn_only_once_its_head_shows_its_caller() -> None
     other body of that caller's is being read: trickling bodies of nobody, one of which held
     each turn before, wait without one, so an admitted caller's body is read meanwhile; a
     head the check refuses is answered with its status at once, unread; a second body of a
-    caller whose first is still being read is refused RESOURCE_EXHAUSTED, and taken again
+    caller whose first is still being read is refused UNAVAILABLE, and taken again
     once the first ended; a body that ends, or passes MAX_HEAD_BYTES, before its caller is
     known is INVALID_ARGUMENT. Small bodies are not checked."""
     async def scenario() -> None:
@@ -297,7 +297,7 @@ def test_a_large_body_takes_a_turn_only_once_its_head_shows_its_caller() -> None
                 async with session.post(base, data=_enroll(b"okcaller-two..", 70_000),
                                         headers=PROTO) as answer:
                     assert (answer.status, (await answer.json())["message"]) == (
-                        429, "an earlier upload of this caller is still being read")
+                        503, "an earlier upload of this caller is still being read")
                 writers[-1].transport.abort()
                 await held.read()
                 await _until(lambda: not server._large_bodies.locked(), "the turn back")
