@@ -42,7 +42,7 @@ def _device(root: Path, coordinator: str, **given: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("given", "refusal"), [
-    ({"--dataset": "{root}/nope.txt"}, "{root}/nope.txt does not exist"),
+    ({"--dataset": "{root}/nope.txt"}, "--dataset: {root}/nope.txt does not exist"),
     ({"--state-dir": "{root}/typo/state"},
      "--state-dir {root}/typo/state: the folder {root}/typo does not exist"),
     ({"--enrollment-tokens-file": ""},
