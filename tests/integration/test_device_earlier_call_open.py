@@ -13,14 +13,22 @@ import time
 from typing import Any
 
 import grpc
-from aggregator_testkit import TOKEN, aggregator, make_cohort, run
+from aggregator_testkit import TOKEN, Cohort, aggregator, make_cohort, run
 
 from fedhh.rpc.aggregator_client import AggregatorControl
-from fedhh.rpc.device_client import DeviceSession, RetryPolicy
-from fedhh.secagg import Stage
+from fedhh.rpc.device_client import DeviceSession, RetryPolicy, participate
+from fedhh.secagg import MaskedInputRequest, ShareKeysRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.rounds import Limits
+
+
+def _device(cohort: Cohort, stub: Any, **options: Any) -> DeviceSession:
+    # (patient while the stage is open, as participate makes it: its retries are bounded by
+    # the stage, not by a count a loaded machine may run through)
+    return DeviceSession(stub, cohort.device(1), cohort.identity_keys[1], cohort.admissions[1],
+                         retry=RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05),
+                         patient_until=time.time() + 600, rng=random.Random(1), **options)
 
 
 class _EndsTheFirstWhenRefused:
@@ -28,7 +36,8 @@ class _EndsTheFirstWhenRefused:
     would) once the aggregator refuses the repeat, and counts the refusals."""
 
     def __init__(self, stub: Any, first: asyncio.Task[object]) -> None:
-        self._stub, self._first, self.refused = stub, first, []
+        self._stub, self._first = stub, first
+        self.refused: list[grpc.StatusCode] = []
 
     async def AwaitStage(self, request: pb.AwaitStageRequest, **kwargs: Any) -> Any:
         try:
@@ -47,21 +56,14 @@ def test_a_long_poll_asked_again_while_the_first_is_held_passes_once_it_ends() -
             await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
             round_ = agg.registry.by_session(cohort.session_id)
 
-            def device(stub: Any) -> DeviceSession:
-                # (patient while the stage is open, as participate makes it: its retries are
-                # bounded by the stage, not by a count a loaded machine may run through)
-                return DeviceSession(stub, cohort.device(1), cohort.identity_keys[1],
-                                     cohort.admissions[1],
-                                     retry=RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05),
-                                     patient_until=time.time() + 600, rng=random.Random(1))
-
             stub = pb_grpc.SecureAggregationStub(channel)
-            first = asyncio.create_task(device(stub).await_request(Stage.SHARE_KEYS, 600_000))
+            first = asyncio.create_task(
+                _device(cohort, stub).await_request(Stage.SHARE_KEYS, 600_000))
             while round_._polls.get(1, 0) == 0:  # (the first long-poll is held)
                 await asyncio.sleep(0.01)
             repeat = _EndsTheFirstWhenRefused(stub, first)
             try:
-                status, _, _ = await device(repeat).await_request(Stage.SHARE_KEYS, 0)
+                status, _, _ = await _device(cohort, repeat).await_request(Stage.SHARE_KEYS, 0)
             finally:
                 first.cancel()
                 await asyncio.gather(first, return_exceptions=True)
@@ -70,3 +72,81 @@ def test_a_long_poll_asked_again_while_the_first_is_held_passes_once_it_ends() -
     refused, status = run(scenario(), timeout=120)
     assert refused[:1] == [grpc.StatusCode.UNAVAILABLE], refused
     assert status == pb.AWAIT_STATUS_PENDING
+
+
+class _UploadOutlivesTheDeviceDeadline:
+    """A device stub whose first upload goes on at the aggregator, stalled after its header,
+    while the device is told its deadline passed (it asks again at once, its stage open); the
+    stalled upload is ended once the aggregator refuses an attempt, as the device's own
+    cancellation ends it over a slow link. Counts the refusals."""
+
+    def __init__(self, stub: Any, held: asyncio.Event) -> None:
+        self._stub, self._held = stub, held
+        self.refused: list[grpc.StatusCode] = []
+        self._first: asyncio.Future[object] | None = None
+
+    async def SubmitMaskedInput(self, chunks: Any, **kwargs: Any) -> Any:
+        if self._first is None:
+            async def stalled() -> Any:
+                async for chunk in chunks:
+                    yield chunk
+                    break
+                await asyncio.Event().wait()  # (until the call is cancelled)
+                yield  # pragma: no cover
+            self._first = asyncio.ensure_future(self._stub.SubmitMaskedInput(stalled(), **kwargs))
+            await self._held.wait()
+            raise grpc.aio.AioRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), "Deadline Exceeded")
+        try:
+            return await self._stub.SubmitMaskedInput(chunks, **kwargs)
+        except grpc.aio.AioRpcError as error:
+            self.refused.append(error.code())
+            self._first.cancel()
+            raise
+
+    async def close(self) -> None:
+        if self._first is not None:
+            self._first.cancel()
+            await asyncio.gather(self._first, return_exceptions=True)
+
+
+def test_an_upload_made_again_while_the_first_is_read_is_accepted_once_it_ends() -> None:
+    cohort = make_cohort(3, 8, 2, 2, n_min=2, round_id=b"run/earlier-call/2")
+
+    async def scenario() -> tuple[list[grpc.StatusCode], bool]:
+        async with aggregator() as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+            round_ = agg.registry.by_session(cohort.session_id)
+            others = [asyncio.create_task(participate(
+                channel, cohort.device(u), cohort.reports[u], identity_key=cohort.identity_keys[u],
+                admission=cohort.admissions[u])) for u in (2, 3)]
+            stub = pb_grpc.SecureAggregationStub(channel)
+            held = asyncio.Event()
+            upload = _UploadOutlivesTheDeviceDeadline(stub, held)
+            s1 = _device(cohort, stub)
+            try:
+                device = s1.device
+                await s1.advertise(device.advertise_keys())
+                status, request, _ = await s1.await_request(Stage.SHARE_KEYS, 600_000)
+                assert status == pb.AWAIT_STATUS_READY
+                assert isinstance(request, ShareKeysRequest)
+                await s1.submit_shares(device.share_keys(request))
+                status, request, _ = await s1.await_request(Stage.MASKED_INPUT, 600_000)
+                assert isinstance(request, MaskedInputRequest)
+                masked = device.masked_input(request, cohort.reports[1])
+                uploading = _device(cohort, upload, chunk_bytes=4)
+                sent = asyncio.create_task(uploading.submit_masked_input(masked))
+                while 1 not in round_.uploading:  # (the first upload is being read)
+                    await asyncio.sleep(0.01)
+                held.set()
+                accepted = await sent
+            finally:
+                await upload.close()
+                for task in others:
+                    task.cancel()
+                await asyncio.gather(*others, return_exceptions=True)
+            return upload.refused, accepted
+
+    refused, accepted = run(scenario(), timeout=120)
+    assert refused[:1] == [grpc.StatusCode.UNAVAILABLE], refused
+    assert accepted
