@@ -117,7 +117,7 @@ def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
     for origin in origins:
         if not _ORIGIN.fullmatch(origin):
             raise ConfigError(f"a web origin is scheme://host[:port] with no path, got "
-                              f"{origin!r}")
+                              f"{origin!r}{_ascii_form(origin)}")
         scheme, _, rest = origin.partition("://")
         host, port = rest, ""
         if rest.startswith("["):
@@ -127,11 +127,30 @@ def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
         elif ":" in rest:
             host, _, port = rest.partition(":")
         scheme, host = scheme.lower(), host.lower()
-        if port and int(port) > 65535:
-            raise ConfigError(f"a web origin's port is at most 65535, got {origin!r}")
+        if port and not 1 <= int(port) <= 65535:
+            # (port 0 is no port a page is served from: no browser sends it)
+            raise ConfigError(f"a web origin's port is 1 to 65535, got {origin!r}")
         keep = bool(port) and int(port) != _DEFAULT_PORTS[scheme]
         out.append(f"{scheme}://{host}" + (f":{int(port)}" if keep else ""))
     return tuple(out)
+
+
+def _ascii_form(origin: str) -> str:
+    """Where ``origin``'s host is an internationalised name (``https://пример.рф``), the form a
+    browser sends it in, its ASCII (punycode) name; else "". Before, only the shape was told,
+    "with no path", of an origin that has none."""
+    scheme, sep, rest = origin.partition("://")
+    if not sep or rest.isascii():
+        return ""
+    host, colon, port = rest.partition(":")
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ""
+    written = f"{scheme}://{ascii_host}{colon}{port}"
+    if not _ORIGIN.fullmatch(written):
+        return ""
+    return f" (a browser sends an internationalised host in its ASCII form: {written!r})"
 
 
 def peer_of(request: web.BaseRequest) -> str:

@@ -107,8 +107,24 @@ def test_origins_are_written_as_a_browser_sends_them() -> None:
                           "https://[::1]:8443", "http://a.example:443"]) == (
         "https://app.example", "https://app.example", "http://127.0.0.1", "http://a.example",
         "https://[::1]", "https://[::1]:8443", "http://a.example:443")
-    with pytest.raises(ConfigError, match="at most 65535"):
+    with pytest.raises(ConfigError, match="1 to 65535"):
         check_origins(["https://a.example:99999"])
+
+
+def test_an_origin_no_browser_sends_is_told_in_the_form_one_does() -> None:
+    # (before, an internationalised host was told the origin's shape, "with no path", and
+    # port 0, which no page is served from, was accepted)
+    with pytest.raises(ConfigError) as caught:
+        check_origins(["https://пример.рф:8443"])
+    assert str(caught.value).endswith(
+        "(a browser sends an internationalised host in its ASCII form: "
+        "'https://xn--e1afmkfd.xn--p1ai:8443')")
+    with pytest.raises(ConfigError) as caught:
+        check_origins(["https://a.example:0"])
+    assert "port is 1 to 65535, got 'https://a.example:0'" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        check_origins(["https://a.example/path"])
+    assert "ASCII form" not in str(caught.value)
 
 
 
