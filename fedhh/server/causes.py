@@ -273,9 +273,11 @@ def unreachable_completion_note(config: Any, thresholds: Sequence[float], device
               f"{thresholds[first - 2]:,.0f} devices)" if first > 2 else
               f"the main rounds and round {main + 1} (at about {thresholds[0]:,.0f} devices)"
               if first == 2 else "the main rounds")
-    return (f"{rounds} need an estimate of about {thresholds[first - 1]:,.0f} devices or more, "
-            f"above the {devices:,} devices here (their local epsilon, eps_local + ln of their "
-            "weight, is small): no item's true count reaches that, so items come back whole "
+    return (f"{rounds} need an estimate of about {thresholds[first - 1]:,.0f} devices, above the "
+            f"{devices:,} devices here (their local epsilon, eps_local + ln of their weight, is "
+            "small; the figure holds where the codes leave half the grid's extensions open, a "
+            "little fewer devices where they leave fewer): no item's true count reaches that, "
+            "so items come back whole "
             f"only where {before} finish them, within {reach:,} bits of code, and longer ones "
             "cut whatever their count. A larger --eps-agg or --completion-weight lowers the "
             "completion rounds' thresholds; docs/codecs.md")

@@ -53,7 +53,8 @@ def test_the_rounds_past_the_devices_are_named_with_the_bits_reached() -> None:
     note = unreachable_completion_note(SMALL, thresholds, 300, Mode.NETWORK)
     assert note is not None
     assert note.startswith(f"rounds 6 to 7 (completion rounds) need an estimate of about "
-                           f"{thresholds[1]:,.0f} devices or more, above the 300 devices")
+                           f"{thresholds[1]:,.0f} devices, above the 300 devices here")
+    assert "a little fewer devices where they leave fewer" in note
     # (4 main rounds of 16 bits at P = 2^16, and round 5's 16)
     assert "round 5 (at about" in note and "within 80 bits of code" in note
     # (at 1,387 devices, Shakespeare's, its 7 rounds are within the devices: nothing said)
