@@ -66,7 +66,13 @@ from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.data.long_items import past_the_codes
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.metrics import held_by_some_user
-from fedhh.server.causes import cut_cause, lost_in_completion_note
+from fedhh.server.causes import (
+    completion_thresholds,
+    cut_cause,
+    first_past_devices,
+    lost_in_completion_note,
+    unreachable_completion_note,
+)
 from fedhh.server.segment import trim_note
 from fedhh.simulation.runner import (
     EPS_LOCAL_FITS,
@@ -121,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
                           PAST_LISTED, deny=tuple(config.deny_items()))
     warn_past_codes(past, planned, Mode.SIMULATION, "fedhh simulate", config,
                     lambda wider: _eps_local(wider, dataset.num_users))
+    solved = prepared.privacy.get("eps_local")
+    if planned.completion() and isinstance(solved, int | float):
+        # (every user reports in every round of a simulation)
+        warn_unreachable_completions(dataset, planned, dataset.num_users, dataset.num_users,
+                                     float(solved), Mode.SIMULATION, "fedhh simulate")
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress, prepared=prepared)
     payload = result_payload(result, config, dataset.summary(progress))
@@ -226,6 +237,27 @@ def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: s
              f" (--json's past_the_codes lists the {len(past['heaviest']):,} most held)")
           + f". {_past_reach(named, run, mode, asked, eps_local)}", file=sys.stderr,
           flush=True)
+
+
+def warn_unreachable_completions(dataset: Any, planned: RunConfig, devices: int,
+                                 cohort: int, eps_local: float, mode: Mode, program: str
+                                 ) -> None:
+    """Say on stderr, before any round, that the completion rounds from some one on have
+    thresholds above the ``cohort`` a round counts (``unreachable_completion_note``), where
+    the dataset's first ``devices`` users hold items longer than the rounds before it reach.
+    Before, the warning on items past the codes counted those rounds in the codes' width: 300
+    devices of URLs and e-mail addresses were told of 112-bit codes, and their items of 80 to
+    112 bits came back cut at rounds whose threshold (~490 devices) no count reaches."""
+    thresholds = completion_thresholds(planned, eps_local, cohort, mode)
+    first = first_past_devices(thresholds, cohort)
+    if first is None:
+        return
+    reach = Codec.from_spec(planned.codec, planned.code_bits(mode, completions=first - 1))
+    if not past_the_codes(dataset, reach, PAST_NAMED, devices,
+                          tuple(planned.deny_items()))["items"]:
+        return
+    note = unreachable_completion_note(planned, thresholds, cohort, mode)
+    print(f"{program}: note: {note}.", file=sys.stderr, flush=True)
 
 
 def _past_reach(named: list[dict[str, Any]], run: RunConfig, mode: Mode,

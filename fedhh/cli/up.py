@@ -369,7 +369,7 @@ def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
     ``planned_eps_local`` where ``TargetCheck`` solved it), before any device starts; the cost
     figured as the coordinator's ledger would (``open_ledger``). Before, the plan was solved
     again here, on the main thread, before any device started (0.5-2 s a solve)."""
-    from fedhh.cli.simulate import PAST_NAMED, warn_past_codes
+    from fedhh.cli.simulate import PAST_NAMED, warn_past_codes, warn_unreachable_completions
     from fedhh.codec import Codec
     from fedhh.data.long_items import past_the_codes
     from fedhh_coordinator.runs import open_ledger
@@ -386,37 +386,9 @@ def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
     past = past_the_codes(dataset, codec, PAST_NAMED, devices, tuple(planned.deny_items()))
     warn_past_codes(past, planned, Mode.NETWORK, "fedhh up", asked, eps_local)
     if planned_eps_local is not None:
-        warn_unreachable_completions(dataset, planned, devices, planned_eps_local)
-
-
-def warn_unreachable_completions(dataset: Any, planned: RunConfig, devices: int,
-                                 eps_local: float) -> None:
-    """Say on stderr, before any device starts, that the completion rounds from some one on
-    have thresholds above the run's devices (``unreachable_completion_note``), where the
-    dataset's ``devices`` users hold items longer than the rounds before it reach. Before, the
-    warning on items past the codes counted those rounds in the codes' width: 300 devices of
-    URLs and e-mail addresses were told of 112-bit codes, and their items of 80 to 112 bits
-    came back cut at rounds whose threshold (~490 devices) no count reaches."""
-    from fedhh.cli.simulate import PAST_NAMED
-    from fedhh.codec import Codec
-    from fedhh.data.long_items import past_the_codes
-    from fedhh.server.causes import (
-        completion_thresholds,
-        first_past_devices,
-        unreachable_completion_note,
-    )
-
-    cohort = planned.target_devices or devices
-    thresholds = completion_thresholds(planned, eps_local, cohort, Mode.NETWORK)
-    first = first_past_devices(thresholds, cohort)
-    if first is None:
-        return
-    reach = Codec.from_spec(planned.codec, planned.code_bits(Mode.NETWORK, completions=first - 1))
-    if not past_the_codes(dataset, reach, PAST_NAMED, devices,
-                          tuple(planned.deny_items()))["items"]:
-        return
-    note = unreachable_completion_note(planned, thresholds, cohort, Mode.NETWORK)
-    print(f"fedhh up: note: {note}.", file=sys.stderr, flush=True)
+        warn_unreachable_completions(dataset, planned, devices,
+                                     planned.target_devices or devices, planned_eps_local,
+                                     Mode.NETWORK, "fedhh up")
 
 
 def _run(args: argparse.Namespace) -> int:

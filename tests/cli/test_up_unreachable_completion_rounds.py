@@ -89,3 +89,19 @@ def test_up_says_nothing_where_the_items_end_within_the_rounds_reached(
     with pytest.raises(Started):
         main(["up", "--dataset", str(_write(tmp_path, users)), "--insecure"])
     assert "need an estimate of" not in capsys.readouterr().err
+
+
+def test_simulate_says_which_completion_rounds_no_count_reaches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # (a simulation counts every user in every round: the 300 users are the cohort, not the
+    # configuration's target_devices, 1,000 by default, which would have hidden the note)
+    from fedhh.cli.main import main
+
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    users = [[f"w{u % 5}", LONG[u % 3]] for u in range(300)]
+    assert main(["simulate", "--dataset", str(_write(tmp_path, users)), "--eps-agg", "2",
+                 "--seed", "1", "--quiet", "--top", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "fedhh simulate: note: rounds 6 to 7 (completion rounds) need an estimate of" in err, err
+    assert "above the 300 devices here" in err and "round 5 (at about" in err, err
