@@ -587,17 +587,21 @@ def _quoted_list(shown: list[str]) -> str:
 
 def close_demo(demo: Any, run: Any, results: Any) -> None:
     """The run's end on the page, and what each browser device did in the terminal."""
-    from fedhh.cli.webdemo import summary
+    from fedhh.cli.webdemo import summary, task_name
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{_released(run)}; heavy hitters: "
              + (_quoted_list(printable_rows([(h.item, h.truncated)
                                              for h in results.heavy_hitters]))
                 if results.heavy_hitters else "none"))
-    # The page posts a device's last round a moment after the coordinator released it.
+    # The page posts a device's last round a moment after the coordinator released it; one
+    # whose page stopped posting mid-round is told from the run's attempts.
     demo.wait_settled(SETTLE_S)
+    attempts = {task_name(run.run_id, r.round, r.attempt): (r.state, r.contributors
+                                                            or r.participants)
+                for r in run.rounds}
     print("\nbrowser devices (as the page last reported them):")
-    for line in summary(demo.devices()):
+    for line in summary(demo.devices(), attempts):
         print(f"  {line}")
     sys.stdout.flush()
 

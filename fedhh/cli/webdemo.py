@@ -163,7 +163,7 @@ class DemoPage:
         ended) or ``timeout_s`` passed; whether they settled."""
         with self._changed:
             return self._changed.wait_for(
-                lambda: all(d.get("state") != "in a round" for d in self._devices), timeout_s)
+                lambda: not any(map(_outcome_due, self._devices)), timeout_s)
 
     def _enrolled(self) -> int:
         return sum(1 for d in self._devices if d.get("deviceId"))
@@ -245,7 +245,7 @@ class DemoPage:
 _DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
     "user": (int, str), "deviceId": (str,), "state": (str,), "task": (str,), "stage": (str,),
     "note": (str,), "noAnswerSince": (int, float), "tasks": (list,), "spent": (int, float),
-    "error": (str,)}
+    "error": (str,), "sent": (bool,)}
 _TASK_FIELDS: dict[str, tuple[type, ...]] = {
     "task": (str,), "outcome": (str,), "contributed": (bool,), "detail": (str,)}
 
@@ -494,16 +494,72 @@ def _ended_as(task: dict[str, Any]) -> str:
     return f"{outcome}" + (f" ({task['detail']})" if task.get("detail") else "")
 
 
-def summary(devices: list[dict[str, Any]]) -> list[str]:
-    """One line per browser device: its rounds and what became of each."""
+# After this many rounds in a row ended late with nothing contributed, the summary (and the
+# page: LATE_IN_A_ROW in clients/web/demo/rounds.ts, the same number) says what to do.
+LATE_IN_A_ROW = 3
+
+
+def task_name(run_id: str, round_: int, attempt: int) -> str:
+    """A task as the page names it (demo.ts: ``${runId} round ${round}.${attempt}``)."""
+    return f"{run_id} round {round_}.{attempt}"
+
+
+def late_in_a_row(tasks: list[dict[str, Any]]) -> int:
+    """How many of a device's last tasks in a row ended late without its input in."""
+    count = 0
+    for task in reversed(tasks):
+        if task.get("outcome") != "late" or task.get("contributed"):
+            break
+        count += 1
+    return count
+
+
+def _outcome_due(device: dict[str, Any]) -> bool:
+    """Whether the page last showed ``device`` in a task it has posted no outcome of."""
+    name = device.get("task")
+    return device.get("state") == "in a round" and bool(name) and \
+        not any(t.get("task") == name for t in device.get("tasks") or [])
+
+
+def _unreported(device: dict[str, Any], attempts: dict[str, tuple[str, int]]) -> str:
+    """The task a device was in when the page last posted, where the page posted no outcome
+    for it (a tab closed or frozen in its round), told from what the run's attempts say: a
+    device whose masked input was accepted is in the sum of a released attempt. Before, such
+    a device read 'no round yet', or its rounds without the last, where its input was in."""
+    if not _outcome_due(device):
+        return ""
+    name = device["task"]
+    state, contributors = attempts.get(name, ("", 0))
+    if state == "released" and device.get("sent"):
+        return (f"{name}: contributed (its masked input was accepted and the round released "
+                f"over {contributors}; the page posted no outcome after)")
+    where = f"in {device['stage']}" if device.get("stage") else "in it"
+    return (f"{name}: no outcome posted (the page last showed it {where}"
+            + (", its masked input sent" if device.get("sent") else "")
+            + (f"; the round was {state}" if state else "")
+            + (f" over {contributors}" if state == "released" else "") + ")")
+
+
+def summary(devices: list[dict[str, Any]],
+            attempts: dict[str, tuple[str, int]] | None = None) -> list[str]:
+    """One line per browser device: its rounds and what became of each. ``attempts``: the
+    run's attempts by their task's name (``task_name``), each (state, contributors)."""
     lines = [] if devices else ["none reported (was the page opened?)"]
     for d in devices:
         tasks = d.get("tasks") or []
-        done = ", ".join(f"{t.get('task')}: {_ended_as(t)}" for t in tasks) or "no round yet"
+        done = [f"{t.get('task')}: {_ended_as(t)}" for t in tasks]
+        pending = _unreported(d, attempts or {})
+        done += [pending] if pending else []
         who = f"device {d['deviceId']}" if d.get("deviceId") else "not enrolled"
         error = f"; failed: {d['error']}" if d.get("error") else ""
+        late = late_in_a_row(tasks)
+        advice = (f"; late in its last {late} rounds in a row, each charged its report's eps "
+                  "with its report in no sum: its browser is too slow for the stage windows "
+                  "(keep its tab in front, or give the stages longer windows: fedhh up "
+                  "--stage-ms, --share-keys-ms)" if late >= LATE_IN_A_ROW else "")
         # (on one line, escaped: what a page posted never acts on `fedhh up`'s terminal; a
         # post's "\x1b[2J" or a line break in an error was printed as sent)
         lines.append(message_text(f"user {d.get('user')} ({who}, local eps spent "
-                                  f"{float(d.get('spent') or 0):.3f}): {done}{error}"))
+                                  f"{float(d.get('spent') or 0):.3f}): "
+                                  f"{', '.join(done) or 'no round yet'}{advice}{error}"))
     return lines

@@ -55,7 +55,7 @@ BAD = [
     '{"devices": [{"user": 1, "spent": true}]}', '{"devices": [{"user": {"a": 1}}]}',
     '{"devices": [{"user": 1, "tasks": "abc"}]}', '{"devices": [{"user": 1, "tasks": [1, 2]}]}',
     '{"devices": [{"user": 1, "tasks": [{"contributed": "yes"}]}]}',
-    '{"devices": [{"user": 1, "deviceId": 5}]}',
+    '{"devices": [{"user": 1, "deviceId": 5}]}', '{"devices": [{"user": 1, "sent": "yes"}]}',
     # (a number no float holds: `summary` raised OverflowError on it)
     '{"devices": [{"user": 1, "spent": 1' + "0" * 400 + '}]}',
     '{"devices": [{"user": 1, "noAnswerSince": -1' + "0" * 309 + '}]}',

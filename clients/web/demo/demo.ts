@@ -18,7 +18,7 @@ import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
 import { type DeviceEvent, runDevice } from "../src/run.js";
 import { queryText } from "./query.js";
-import { roundsContributed } from "./rounds.js";
+import { lateAdvice, roundsContributed } from "./rounds.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
 export interface DemoConfig {
@@ -58,6 +58,12 @@ export interface DeviceView {
   /** The query of the device's current task (`queryText`), or "". */
   query: string;
   stage: string;
+  /**
+   * Whether the current task's masked input was accepted (its stage is past it): once its round
+   * is released, its input is in the sum even if the page posts no outcome after (a tab closed
+   * in the last stages), which `fedhh up`'s summary says.
+   */
+  sent: boolean;
   /** What the device does while it has no task (shown in place of the round and stage). */
   note: string;
   /** When the first of the check-ins that got no answer in a row failed (ms), or 0. */
@@ -148,9 +154,11 @@ function show(view: DeviceView, event: DeviceEvent): void {
       view.task = `${event.task.runId} round ${event.task.round}.${event.task.attempt}`;
       view.query = queryText(event.task);
       view.stage = "checking the config";
+      view.sent = false;
       break;
     case "stage":
       view.stage = STAGES[event.stage];
+      if (event.stage > Stage.MASKED_INPUT) view.sent = true;
       break;
     case "result": {
       const r = event.result;
@@ -217,7 +225,9 @@ function render(): void {
     const last = v.tasks[v.tasks.length - 1];
     // (the current round's query; between rounds, the last round's)
     cell(row, (v.task ? v.query : last?.query) || "–", "query");
-    cell(row, last === undefined ? "–" : `${last.task}: ${outcomeText(last)}`,
+    const advice = lateAdvice(v.tasks);
+    cell(row, last === undefined ? "–"
+           : `${last.task}: ${outcomeText(last)}` + (advice ? `; ${advice}` : ""),
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
     cell(row, String(roundsContributed(v.tasks)));
     cell(row, v.spent.toFixed(3));
@@ -294,7 +304,7 @@ async function main(): Promise<void> {
   const config = await (await fetch("demo.json", { cache: "no-store" })).json() as DemoConfig;
   config.tokens.forEach((_, i) => views.push({
     user: config.users[i]!, deviceId: "", state: "enrolling", task: "", query: "", stage: "",
-    note: "",
+    sent: false, note: "",
     noAnswerSince: 0, tasks: [], spent: 0, error: "" }));
   changed();
   void pollProgress();

@@ -21,3 +21,33 @@ export interface CountedTask {
 export function roundsContributed(tasks: readonly CountedTask[]): number {
   return tasks.filter((t) => t.contributed && t.outcome === "completed").length;
 }
+
+/**
+ * After this many rounds in a row ended `late` with nothing contributed, the page tells the
+ * user what to do, and so does `fedhh up`'s summary (fedhh/cli/webdemo.py's LATE_IN_A_ROW is
+ * the same number). A device too slow for the stage windows is charged its report's ε each
+ * round (the budget is spent when the report is made) and reaches no sum: before, it was told
+ * "late" round after round and nothing more.
+ */
+export const LATE_IN_A_ROW = 3;
+
+/** How many of the device's last tasks in a row ended late without its input in. */
+export function lateInARow(tasks: readonly CountedTask[]): number {
+  let count = 0;
+  for (let i = tasks.length - 1; i >= 0; i--) {
+    const task = tasks[i]!;
+    if (task.outcome !== "late" || task.contributed) break;
+    count += 1;
+  }
+  return count;
+}
+
+/** What the page says of a device late in its last rounds in a row, or "" under the bar. */
+export function lateAdvice(tasks: readonly CountedTask[]): string {
+  const count = lateInARow(tasks);
+  if (count < LATE_IN_A_ROW) return "";
+  return `late in its last ${count} rounds in a row: each spent its report's ε, and none ` +
+         "reached the sum. This browser is too slow for the rounds' deadlines: keep this tab " +
+         "in front, close other tabs and programs, or use a faster device (whoever runs " +
+         "fedhh up can give the stages longer windows: --stage-ms)";
+}

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { roundsContributed } from "../demo/rounds.js";
+import { LATE_IN_A_ROW, lateAdvice, lateInARow, roundsContributed } from "../demo/rounds.js";
 
 test("an aborted attempt the device contributed to is not a round contributed", () => {
   const tasks = [
@@ -20,4 +20,17 @@ test("an aborted attempt the device contributed to is not a round contributed", 
   ] as const;
   assert.equal(roundsContributed(tasks), 4);
   assert.equal(roundsContributed([]), 0);
+});
+
+test("a device late round after round is told what to do, once it is LATE_IN_A_ROW times", () => {
+  const late = { outcome: "late", contributed: false } as const;
+  const tasks = [{ outcome: "completed", contributed: true } as const,
+                 ...Array.from({ length: LATE_IN_A_ROW }, () => late)];
+  assert.equal(lateInARow(tasks), LATE_IN_A_ROW);
+  assert.match(lateAdvice(tasks), new RegExp(`^late in its last ${LATE_IN_A_ROW} rounds in a ` +
+                                             "row: each spent its report's ε.*--stage-ms\\)$"));
+  assert.equal(lateAdvice(tasks.slice(0, -1)), "");
+  // Its masked input accepted before the stage closed: its report is in the sum.
+  assert.equal(lateInARow([...tasks, { outcome: "late", contributed: true }]), 0);
+  assert.equal(lateInARow([...tasks, { outcome: "completed", contributed: true }]), 0);
 });
