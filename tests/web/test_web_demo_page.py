@@ -329,6 +329,28 @@ def test_a_long_item_in_the_progress_wraps_inside_the_page(dist: Path) -> None:
 
 
 @pytest.mark.browser
+def test_on_a_phone_the_page_does_not_scroll_sideways_and_names_each_field(dist: Path) -> None:
+    """A phone's screen (375 CSS pixels, as DevTools' iPhone SE and others): each device is a
+    card of its fields, each named. Before, the table's nine columns were wider than the
+    screen, and the whole page, the run's progress with it, scrolled sideways."""
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 375, "height": 740, "deviceScaleFactor": 2, "mobile": True})
+        browser.get(up.origin + "/")
+        until(browser, lambda b: "checking in" in row_text(b), "the row shows the check-in")
+        page, view, heads, labels = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth,"
+            " getComputedStyle(document.querySelector('#devices thead')).display,"
+            " Array.from(document.querySelectorAll('#devices tbody td'),"
+            "  (td) => getComputedStyle(td, '::before').content === 'none' ? '' :"
+            "   td.dataset.label)]")
+        assert page <= view == 375, (page, view)
+        assert heads == "none"
+        assert labels == ["user", "device id", "enrolled", "state", "round and stage",
+                          "its query", "last round", "rounds contributed", "local ε spent"]
+
+
+@pytest.mark.browser
 def test_a_page_at_another_address_than_the_one_that_enrolled_says_to_open_that_one(
         dist: Path) -> None:
     # A browser keeps each origin's data apart: the demo opened at localhost after 127.0.0.1

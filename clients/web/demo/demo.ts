@@ -199,9 +199,13 @@ async function runDemoDevice(config: DemoConfig, i: number, view: DeviceView, bo
 }
 
 // ---- the page ----------------------------------------------------------------------------------
+/** The columns' headings: each cell carries its own, shown beside it on a narrow screen. */
+let headings: string[] = [];
+
 function cell(row: HTMLTableRowElement, text: string, className = ""): void {
   const td = row.insertCell();
   td.textContent = text;
+  td.dataset["label"] = headings[td.cellIndex] ?? "";
   if (className) td.className = className;
 }
 
@@ -213,6 +217,8 @@ function outcomeText(t: TaskView): string {
 function render(): void {
   const body = document.querySelector("#devices tbody");
   if (body === null) return;
+  headings = Array.from(document.querySelectorAll("#devices thead th"),
+                        (th) => th.textContent ?? "");
   body.replaceChildren();
   for (const v of views) {
     const row = (body as HTMLTableSectionElement).insertRow();
