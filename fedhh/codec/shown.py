@@ -960,9 +960,24 @@ def _reading(text: str) -> str:
     """What ``text`` reads as: its skeleton (UTS #39, section 4: its NFD form, each character
     mapped to its prototype, ``_prototypes``, then NFD again). So ``сосоа`` reads as
     ``cocoa``, ``１２３`` and ``𝟷𝟸𝟹`` as ``123``, ``Ⅻ`` as ``XII``, ``http://a.com╱x`` as
-    ``http://a.com/x``; and ASCII as ASCII: ``1``, ``I`` and ``l`` alike, ``m`` as ``rn``."""
-    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text)
-                                 .translate(_prototypes()))
+    ``http://a.com/x``; and ASCII as ASCII: ``1``, ``I`` and ``l`` alike, ``m`` as ``rn``.
+
+    Mapped again until nothing changes: a prototype can hold a character that itself reads as
+    another once NFD splits it (``Ǆ`` reads as ``D`` and the precomposed ``Ž``, whose caron
+    reads as a breve), so one pass read ``Ǆ`` as ``DŽ`` with a caron and the two letters ``DŽ``
+    with a breve, two readings, and the list showed the two items alike; ``Ǳ`` and ``DZ``,
+    whose prototype holds no such character, were told apart."""
+    reading = unicodedata.normalize("NFD", text)
+    for _ in range(_READING_PASSES):
+        again = unicodedata.normalize("NFD", reading.translate(_prototypes()))
+        if again == reading:
+            break
+        reading = again
+    return reading
+
+
+# (confusables.txt's prototypes settle in one more pass; a bound, should a later table not)
+_READING_PASSES = 4
 
 
 @lru_cache(maxsize=4096)
