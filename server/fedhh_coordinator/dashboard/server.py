@@ -101,10 +101,19 @@ def csv_cell(text: str) -> str:
     LibreOffice's number scanner takes it for ``-`` (tdf#117037), so ``−5`` read as the number
     -5 (before, it reached the file bare). It starts no formula: a sheet reads ``−A1`` as text,
     as it reads the other dashes (``–5``, ``‐5``, ``ー1``, U+30FC, which OWASP's page does not
-    list beside ``－``), and those are left as they are."""
+    list beside ``－``), and those are left as they are.
+
+    Both read the cell after its leading whitespace and format characters (category Cf:
+    U+200B, U+FEFF, U+2060, the bidi marks), which draw as space or as nothing:
+    LibreOffice's import with "Trim spaces" and a sheet that trims what it is pasted read
+    `` =1+1`` as the formula ``=1+1``, and a zero-width space or a byte-order mark before the
+    ``=`` draws as nothing (before, both reached the file bare)."""
     folded = unicodedata.normalize("NFKC", text)
-    if (folded[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(folded)
-            or _MINUS_NUMBER.fullmatch(folded)):
+    start = next((i for i, char in enumerate(folded)
+                  if not char.isspace() and unicodedata.category(char) != "Cf"), len(folded))
+    shown = folded[start:]
+    if (folded[:1] in ("\t", "\r") or shown[:1] in ("=", "+", "-", "@", "'")
+            or _SHEET_VALUE.fullmatch(shown) or _MINUS_NUMBER.fullmatch(shown)):
         return "'" + text
     return text
 
