@@ -31,6 +31,7 @@ the line and the way to import it: read as text, its items were pieces of JSON.
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import logging
 import os
@@ -227,7 +228,23 @@ def iter_text_users(
                 "this line's users would be counted as one")
 
     looked = False
+    header: TableHeader | None = None
+    held: list[Counter[str]] = []  # (the users read while a header waits for its first row)
     for number, line in user_lines(source, "text", meter, line_ends):
+        if header is not None and line.strip():
+            if header.row(line):
+                # (a CSV or TSV file named .txt: before, read silently, every row one user
+                # holding its user id as an item, "1,007" or "1" and "007")
+                raise DatasetError(
+                    f"{source}: line {header.number} is a table's header ({header.shown}): "
+                    "the text format reads one user a line, items separated by whitespace, so "
+                    "its rows' user ids would be read as items; no format reads columns: write "
+                    "each user's items as one JSON array a line, a .jsonl file "
+                    "(docs/datasets.md, 'JSON lines')")
+            # (a user's item such as "user,item", the line after it no row of that table)
+            header = None
+            yield from held
+            held.clear()
         if not looked and line.strip():
             looked = True
             if json_user(line):
@@ -236,20 +253,17 @@ def iter_text_users(
                     "of item counts), whose brackets, quotes and commas the text format would "
                     "take for parts of items ('[\"new', 'york\",'); for a JSON-lines dataset "
                     "name the file .jsonl, or import it with --format jsonl")
-            if (header := table_header(line)) is not None:
-                # (a CSV or TSV file named .txt: before, read silently, every row one user
-                # holding its user id as an item, "1,007" or "1" and "007")
-                raise DatasetError(
-                    f"{source}: line {number} is a table's header ({header}): the text format "
-                    "reads one user a line, items separated by whitespace, so its rows' user "
-                    "ids would be read as items; no format reads columns: write each user's "
-                    "items as one JSON array a line, a .jsonl file (docs/datasets.md, 'JSON "
-                    "lines')")
+            header = table_header(line, number)
         if separators is not None:
             separators.see(line, f"line {number}")
             if number > 1 and line.startswith("\ufeff"):
                 separators.see_mark(line, f"line {number}")
-        yield Counter(line.lower().split() if lowercase else line.split())
+        user = Counter(line.lower().split() if lowercase else line.split())
+        if header is None:
+            yield user
+        else:
+            held.append(user)
+    yield from held  # (a header's line with no line after it: a user's items)
 
 
 # The names a table gives its column of user ids (a header ``user_id,item``; JSON lines'
@@ -259,10 +273,34 @@ ID_KEYS = frozenset(("user", "user_id", "userid", "uid", "id", "client", "client
 _FIELD = re.compile(r'"?[A-Za-z_][A-Za-z0-9_ .-]*"?')
 
 
-def table_header(line: str) -> str | None:
-    """``line`` shown for a message where it is a CSV or TSV header naming a column of user
-    ids (``user_id,item``, ``"user";"query"``, ``id<TAB>word``): two or more names, one of
-    them ``ID_KEYS``'s, split at one of ``,``, ``;`` or a tab and nothing else; else None."""
+@dataclass(frozen=True)
+class TableHeader:
+    """A line that reads as a CSV or TSV header naming a column of user ids (``table_header``):
+    where it is (``number``), as a message shows it (``shown``), its separator and its count
+    of columns."""
+
+    number: int
+    shown: str
+    separator: str
+    columns: int
+
+    def row(self, line: str) -> bool:
+        """Whether ``line`` reads as one of the table's rows: as many columns at its separator
+        (a quoted field, ``"1,000"``, one column, as a CSV reader reads it)."""
+        try:
+            fields = next(csv.reader([line.rstrip("\r\n")], delimiter=self.separator), [])
+        except csv.Error:  # (a field past the csv module's limit: no row a header heads)
+            return False
+        return len(fields) == self.columns
+
+
+def table_header(line: str, number: int) -> TableHeader | None:
+    """Line ``number`` where it reads as a CSV or TSV header naming a column of user ids
+    (``user_id,item``, ``"user";"query"``, ``id<TAB>word``): two or more names, one of them
+    ``ID_KEYS``'s, split at one of ``,``, ``;`` or a tab and nothing else; else None. It is a
+    table's only where the next line with anything on it is a row of as many columns
+    (``TableHeader.row``): ``user,item`` may be a user's one item, and a line ``the cat``
+    after it says it is."""
     text = line.strip()
     for separator in (",", ";", "\t"):
         fields = text.split(separator)
@@ -272,7 +310,7 @@ def table_header(line: str) -> str | None:
         if (all(_FIELD.fullmatch(field.strip()) for field in fields)
                 and any(field.strip().strip('"').lower() in ID_KEYS for field in fields)
                 and (separator == "\t" or " " not in text)):
-            return repr(text[:60])
+            return TableHeader(number, repr(text[:60]), separator, len(fields))
     return None
 
 

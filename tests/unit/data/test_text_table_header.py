@@ -5,6 +5,7 @@ or ``1`` and ``007``). A line of items that is no such header reads as before.""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,26 @@ def test_items_that_are_no_header_read_as_before(tmp_path: Path, first: str) -> 
     source.write_text(f"{first}\nb\n", encoding="utf-8")
     dataset = load_dataset(import_text(source, tmp_path / "ds"))
     assert sorted(dataset.vocabulary) == sorted({*first.split(), "b"})
+
+
+@pytest.mark.parametrize("text", [
+    "user,item\nthe cat sat\n",  # (the next line no row of two columns)
+    "user,item\n",  # (no line after it)
+    "user,item\n\n\nnew york\n",  # (blank lines, users too, then no row)
+    "id\tword\nthe cat\n",
+    "user;item\n1,2\n",  # (no row at its separator)
+    "user,item,count\n1,cat\n",  # (two columns of three)
+])
+def test_a_users_one_item_that_reads_as_a_header_is_read_as_items(tmp_path: Path,
+                                                                 text: str) -> None:
+    """``user,item`` is an item a text user may hold: a header only where the next line with
+    anything on it is a row of its table. Before, refused whatever followed it."""
+    source = tmp_path / "users.txt"
+    source.write_text(text, encoding="utf-8")
+    dataset = load_dataset(import_text(source, tmp_path / "ds"))
+    lines = text.split("\n")[:-1]
+    assert dataset.num_users == len(lines)
+    for user, line in enumerate(lines):
+        items, counts = dataset.user_items(user)
+        assert Counter({dataset.vocabulary[i]: c for i, c in zip(
+            items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
