@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import numpy as np
@@ -111,6 +111,10 @@ NO_TASK_HELD_S = 5.0
 # A device is handed only the current attempts of the runs under way, so the last few tasks it
 # took cover every one it could be handed again.
 REMEMBERED_TASKS = 64
+# The runs (and aggregator addresses) a process remembers having told its log of: a process
+# that lives through more runs than this may tell of an early one again, if it comes back.
+RUNS_TOLD = 256
+K = TypeVar("K")
 
 
 
@@ -133,26 +137,32 @@ def refused_tokens_message(refused: dict[int, str], state_dir: Path | None) -> s
             f"enrolled before, their identities are in the --state-dir that enrolled them"
             f"{here}; otherwise mint new tokens (fedhh admin mint-tokens --users)")
 
-class TakenTasks:
-    """The (run, round, attempt) of the last ``bound`` tasks a device took, the oldest forgotten
-    first. Before, a set of every task grew for as long as the process ran; a task forgotten
-    and handed again would meet the device's budget, which answers a round only with its kept
-    report or a refusal."""
 
-    def __init__(self, bound: int = REMEMBERED_TASKS) -> None:
+class Remembered(Generic[K]):
+    """The last ``bound`` keys added, the oldest forgotten first: the (run, round, attempt) of
+    the tasks a device took, the runs and addresses a process told of once.
+    Before, each was a set that grew for as long as the process ran; a task forgotten and
+    handed again would meet the device's budget, which answers a round only with its kept
+    report or a refusal, and a run told of again is one more line in the log."""
+
+    def __init__(self, bound: int) -> None:
         self.bound = bound
-        self._taken: dict[tuple[str, int, int], None] = {}
+        self._kept: dict[K, None] = {}
 
     def __contains__(self, key: object) -> bool:
-        return key in self._taken
+        return key in self._kept
 
     def __len__(self) -> int:
-        return len(self._taken)
+        return len(self._kept)
 
-    def add(self, key: tuple[str, int, int]) -> None:
-        self._taken[key] = None
-        while len(self._taken) > self.bound:
-            del self._taken[next(iter(self._taken))]
+    def add(self, key: K) -> bool:
+        """Remember ``key``; whether it was new (not remembered)."""
+        if key in self._kept:
+            return False
+        self._kept[key] = None
+        while len(self._kept) > self.bound:
+            del self._kept[next(iter(self._kept))]
+        return True
 
 
 def no_task_pause(retry_after_ms: int, quick_answers: int, rng: random.Random) -> float:
@@ -334,10 +344,10 @@ class Fleet:
         self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
         # The (run, codec, bits) whose items past the codes were logged (``_tell_past_codes``),
         # and the countings (and look-ups, ``_tell_unresolved``) under way.
-        self._told: set[tuple[str, str, int]] = set()
+        self._told: Remembered[tuple[str, str, int]] = Remembered(RUNS_TOLD)
         self._counting: set[asyncio.Task[None]] = set()
         # The aggregator addresses tasks named whose names were looked up (``_tell_unresolved``).
-        self._looked_up: set[str] = set()
+        self._looked_up: Remembered[str] = Remembered(RUNS_TOLD)
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         # Retry timing only (never a report's randomness): from the OS's CSPRNG, or seeded
@@ -472,7 +482,7 @@ class Fleet:
     async def _device(self, user: int, data: DeviceData) -> None:
         identity = self._identities[user]
         metadata = bearer_metadata(f"{identity.device_id}.{identity.credential.hex()}")
-        done = TakenTasks()
+        done: Remembered[tuple[str, int, int]] = Remembered(REMEMBERED_TASKS)
         known = b""  # SHA-256 of the last task this device took part in (or refused)
         # The round keys the next check-in presents; the round's config commits to them, so
         # they are replaced only once a task has used them, and made when a check-in needs
@@ -558,10 +568,8 @@ class Fleet:
         awaits: on the event loop, 950,000 distinct items at 115 bits (each encoded: few fit
         under the byte bound there) held every device of the process 4.4 s at a round's
         first task."""
-        key = (task.run_id, task.codec, task.max_bits)
-        if key in self._told:
+        if not self._told.add((task.run_id, task.codec, task.max_bits)):
             return
-        self._told.add(key)
         counting = asyncio.create_task(self._count_past_codes(task),
                                        name=f"items past the codes of {task.run_id}")
         self._counting.add(counting)
@@ -598,8 +606,7 @@ class Fleet:
         aggregator:7100" a round, and the framed port's warning blamed a firewall; neither said
         which setting names it. Looked up off the devices' path, which no device awaits."""
         for address in (task.aggregator_address, task.aggregator_session_address):
-            if address and address not in self._looked_up:
-                self._looked_up.add(address)
+            if address and self._looked_up.add(address):
                 lookup = asyncio.create_task(self._look_up(address),
                                              name=f"looking up {address}")
                 self._counting.add(lookup)

@@ -4,11 +4,11 @@ months took one entry a round)."""
 
 from __future__ import annotations
 
-from fedhh_device.fleet import REMEMBERED_TASKS, TakenTasks
+from fedhh_device.fleet import REMEMBERED_TASKS, Remembered
 
 
 def test_the_last_tasks_are_remembered_and_the_oldest_forgotten() -> None:
-    taken = TakenTasks()
+    taken: Remembered[tuple[str, int, int]] = Remembered(REMEMBERED_TASKS)
     keys = [(f"run-{i % 3}", i, 1 + i % 2) for i in range(10 * REMEMBERED_TASKS)]
     for key in keys:
         taken.add(key)
@@ -19,7 +19,7 @@ def test_the_last_tasks_are_remembered_and_the_oldest_forgotten() -> None:
 
 
 def test_a_task_taken_again_is_not_counted_twice() -> None:
-    taken = TakenTasks(bound=2)
+    taken: Remembered[tuple[str, int, int]] = Remembered(bound=2)
     for key in [("r", 1, 1), ("r", 1, 1), ("r", 2, 1)]:
         taken.add(key)
     assert len(taken) == 2 and ("r", 1, 1) in taken and ("r", 2, 1) in taken
