@@ -425,35 +425,28 @@ def check_unfinished_runs(store: Store, location: str) -> None:
 
 
 # The configs checked that are kept (``_valid_config``), the latest read: at most this many,
-# their JSON at most CHECKED_BYTES in all. A config holds its deny list: ~12 MB of JSON at
-# 1,000,000 items (``MAX_DENY_ITEMS``), ~65 MB as a RunConfig; kept by their text (an
-# ``lru_cache`` of 64), 64 such configs were held twice over, GBs.
+# their JSON at most CHECKED_BYTES in all, the latest kept whatever its JSON weighs (a config
+# over the bound, dropped as soon as kept, was checked again at every read: ~1 s and more
+# each). A config holds its deny list: ~12 MB of JSON at 1,000,000 items
+# (``MAX_DENY_ITEMS``), ~65 MB as a RunConfig; kept by their text (an ``lru_cache`` of 64), 64
+# such configs were held twice over, GBs.
 CHECKED_CONFIGS = 64
 CHECKED_BYTES = 16 * 2**20
-# sha256 of a config's JSON -> (the config checked, the JSON's length); their lengths' sum
-_checked: OrderedDict[bytes, tuple[RunConfig, int]] = OrderedDict()
-_checked_bytes = 0
-_checked_lock = threading.Lock()  # (read in the runner's and the slow reads' threads)
+# sha256 of a config's JSON -> (the config checked, the JSON's length)
+_checked: Latest[bytes, tuple[RunConfig, int]] = Latest(CHECKED_CONFIGS, CHECKED_BYTES,
+                                                        lambda kept: kept[1])
 
 
 def _valid_config(text: str) -> RunConfig:
     """Validation takes ~6 ms (the tree's feasibility checks), ~1 s with 1,000,000 deny items,
     and GetResults, ListRuns and the runner's loads read the config each time: a stored config
     is checked once while kept (a RunConfig is immutable; a refusal is not kept)."""
-    global _checked_bytes
     key = hashlib.sha256(text.encode()).digest()
-    with _checked_lock:
-        kept = _checked.get(key)
-        if kept is not None:
-            _checked.move_to_end(key)
-            return kept[0]
+    kept = _checked.get(key)
+    if kept is not None:
+        return kept[0]
     config = RunConfig.from_dict(json.loads(text)).validate(Mode.NETWORK)
-    with _checked_lock:
-        if key not in _checked:
-            _checked[key] = (config, len(text))
-            _checked_bytes += len(text)
-        while _checked and (len(_checked) > CHECKED_CONFIGS or _checked_bytes > CHECKED_BYTES):
-            _checked_bytes -= _checked.popitem(last=False)[1][1]
+    _checked.put(key, (config, len(text)))
     return config
 
 
