@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -54,6 +55,10 @@ MAX_NAME_BYTES = 64
 KEY_BYTES = 32
 CHALLENGE_BYTES = 32
 SELECTOR_ATTACH_CONTEXT = b"fedhh/v1/selector-attach\x00"  # domain of the leader's key proof
+# The leader's clock as its stream to a selector opens (Unix ms, in the stream's initial
+# metadata): the deadlines of the tasks it sends are on that clock, and the selector reads them
+# on it (``fedhh_coordinator.selector.SelectorLobby.leader_now``), not on its own.
+LEADER_TIME_KEY = "fedhh-leader-unix-ms"
 NO_SELECTOR_TOKEN = ("this coordinator takes no selectors: it was started without a selector "
                      "token (--selector-token-file PATH or $FEDHH_SELECTOR_TOKEN)")
 
@@ -128,6 +133,7 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         self._key = key  # the coordinator's signing key: its proof to each selector
         self.sessions: set[Session] = set()
         self._where: dict[int, Session] = {}  # pool member of the open check-in -> selector
+        self.clock = time.time  # (Unix s: the clock the round deadlines are set on, link.py's)
         lobby.listeners.append(self)
 
     def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
@@ -152,6 +158,7 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         if hello is grpc.aio.EOF:
             return
         check_batch(hello, self.lobby.checkin, hello=True)  # (a ConfigError, as one not parsed)
+        await context.send_initial_metadata(((LEADER_TIME_KEY, str(int(self.clock() * 1000))),))
         session = Session(hello.name)
         self.sessions.add(session)
         log.info("selector attached", extra={"selector": session.name,

@@ -27,7 +27,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -41,7 +41,7 @@ from fedhh.secagg.config import RoundConfig, SecAggConfigError
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.hub import CHALLENGE_BYTES, MAX_BATCH, attach_transcript
+from fedhh_coordinator.hub import CHALLENGE_BYTES, LEADER_TIME_KEY, MAX_BATCH, attach_transcript
 from fedhh_coordinator.lobby import wait_out_held_task
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,17 @@ def first_deadline_ms(tasks: pb.SelectorTasks) -> int | None:
     return None
 
 
+def leader_unix_s(metadata: Iterable[tuple[str, str | bytes]] | None) -> float | None:
+    """The leader's clock (Unix s) its stream's initial metadata tells (``LEADER_TIME_KEY``),
+    or None where it tells none that reads as one (a leader older than the telling)."""
+    for key, value in metadata or ():
+        if key == LEADER_TIME_KEY:
+            text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+            if text.isascii() and text.isdigit() and len(text) <= 15:
+                return int(text) / 1000
+    return None
+
+
 def check_key_proof(proof: bytes, challenge: bytes, name: str,
                     coordinator_public: bytes) -> None:
     """Raise WrongCoordinatorKey unless the leader's ``proof`` verifies under the key this
@@ -123,7 +134,11 @@ class SelectorLobby:
         self._closed = CrowdEvent()
         self._cleared = CrowdEvent()
         self._acks: list[int] = []  # check-ins whose last tasks arrived, to tell the leader
-        self.clock = time.time  # (Unix s; the deadlines in the tasks are the leader's)
+        self.clock = time.time  # (Unix s: this selector's, read only where the leader's is unknown)
+        self.monotonic = time.monotonic
+        # The leader's clock (Unix s) as the stream opened, and this selector's monotonic clock
+        # then (``leader_now``); None: not told (a leader older than the telling).
+        self._leader: tuple[float, float] | None = None
 
     # ---- devices ---------------------------------------------------------------------------
     async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
@@ -205,13 +220,13 @@ class SelectorLobby:
                 self._acks.append(tasks.checkin)
                 self.pending.set()
             first = first_deadline_ms(tasks)
-            if first is not None and self.clock() * 1000 >= first:
+            if first is not None and self.leader_now() * 1000 >= first:
                 # This selector was stopped (SIGSTOP, swapped out) while the leader sent them:
                 # their round's first stage is over, and its attempt aborted or goes on without
                 # them. Before, they were handed out late, to devices that could only miss it;
                 # now the devices hear "none" and join the next check-in.
                 log.warning(f"the tasks of check-in {tasks.checkin} came "
-                            f"{self.clock() - first / 1000:.1f} s after their round's first "
+                            f"{self.leader_now() - first / 1000:.1f} s after their round's first "
                             "deadline: not handed out", extra={"checkin": tasks.checkin})
                 self._end_round()
                 return
@@ -239,8 +254,24 @@ class SelectorLobby:
         elif event == "cleared" and message.cleared == self.checkin:
             self._end_round()
 
-    def attached(self) -> None:
+    def attached(self, leader_unix_s: float | None = None) -> None:
+        """The stream to the leader is open; ``leader_unix_s``: the leader's clock, as it told
+        as the stream opened (None: it told none)."""
         self.connected = True
+        self._leader = None if leader_unix_s is None else (leader_unix_s, self.monotonic())
+
+    def leader_now(self) -> float:
+        """Now on the leader's clock (Unix s), on which the deadlines of its tasks are set: what
+        it told as the stream opened, plus the time since on this selector's monotonic clock
+        (a selector stopped meanwhile, SIGSTOP or swapped out, sees that time pass). Before,
+        the deadlines were read on the selector's own clock: one minutes ahead of the
+        leader's handed out no task (each came "after its round's first deadline"), one
+        behind handed out the tasks of rounds already under way. This selector's own clock
+        where the leader told none."""
+        if self._leader is None:
+            return self.clock()
+        told, at = self._leader
+        return told + self.monotonic() - at
 
     def detached(self) -> None:
         """The stream is gone: waiting devices hear "none"; the keys are presented again."""
@@ -325,6 +356,7 @@ class LeaderLink:
         call = self.stub.Attach(metadata=self.metadata)
         challenge = secrets.token_bytes(CHALLENGE_BYTES)
         await call.write(pb.SelectorBatch(name=self.name, challenge=challenge))
+        leader_time = leader_unix_s(await call.initial_metadata())
         first = await call.read()
         if first is grpc.aio.EOF:
             return
@@ -333,7 +365,7 @@ class LeaderLink:
             first = await call.read()
             if first is grpc.aio.EOF:
                 return
-        self.lobby.attached()
+        self.lobby.attached(leader_time)
         self._handle(first)
         self.attached.set()
         await self._tell(True)

@@ -49,6 +49,9 @@ class Selector:
         await self.stays.wait()
         return grpc.aio.EOF
 
+    async def send_initial_metadata(self, metadata: object) -> None:
+        pass
+
     async def write(self, message: pb.LeaderMessage) -> None:
         pass
 

@@ -345,6 +345,9 @@ class DeadPeer:
         await self.gone.wait()
         return grpc.aio.EOF
 
+    async def send_initial_metadata(self, metadata: object) -> None:
+        pass
+
     async def write(self, message: pb.LeaderMessage) -> None:
         pass
 
@@ -390,6 +393,9 @@ class _Call:
 
     async def write(self, message: pb.SelectorBatch) -> None:
         return None
+
+    async def initial_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()  # (a leader that tells not its clock)
 
     async def read(self) -> object:
         return await self.answers.get()
