@@ -179,6 +179,9 @@ def _check_round(topo: LocalTopology, run: pb.Run, results: list[dict[str, Any]]
         [(run.run_id, True)] * TS_DEVICES, json.dumps(results)
     assert all(r["outcome"] == "completed" or (r["outcome"] == "late" and r["reached"] == 4)
                for r in results), json.dumps(results)
+    # The round's ε is told with its stages, as the report is made (the page shows it at once:
+    # before, a page closed mid-round had shown and posted 0).
+    assert all(r["stageSpent"] == r["spent"] > 0 for r in results), json.dumps(results)
     # The released sum holds the TypeScript devices' masked inputs: had their masks not
     # cancelled, the sum would be noise and the planted items would not stand out.
     with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:

@@ -158,6 +158,9 @@ function show(view: DeviceView, event: DeviceEvent): void {
       break;
     case "stage":
       view.stage = STAGES[event.stage];
+      // (spent as the report was made: a tab closed mid-round showed, and posted, the ε of
+      // the rounds before alone)
+      view.spent = event.spent;
       if (event.stage > Stage.MASKED_INPUT) view.sent = true;
       break;
     case "result": {

@@ -102,7 +102,12 @@ export type DeviceEvent =
    * `retryInMs`, waits for the round's next task. `refusals`: how many in a row.
    */
   | { type: "task-refused"; reason: string; refusals: number; retryInMs: number }
-  | { type: "stage"; stage: Stage }
+  /**
+   * The round entered `stage`; `spent` is the local epsilon spent in the budget's period, the
+   * round's report included from its first stage on (the budget is spent as the report is
+   * made, whatever becomes of the round).
+   */
+  | { type: "stage"; stage: Stage; spent: number }
   /** The task ended; `spent` is the local epsilon spent in the budget's period. */
   | { type: "result"; result: TaskResult; spent: number }
   /** Another tab of this origin runs this device; this one waits for it to stop. */
@@ -473,7 +478,7 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
           onTask: (task) => tell({ type: "task", task }),
           onTaskRefused: (error, refusals, retryInMs) =>
             tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
-          onStage: (stage) => tell({ type: "stage", stage }),
+          onStage: (stage) => tell({ type: "stage", stage, spent: budget.spent() }),
           onSeat: (held) => { seat = held; },
           report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,
                                                       options.books, draws?.(task) ?? systemDraws),

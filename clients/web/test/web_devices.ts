@@ -110,7 +110,9 @@ export function audit(): Audit {
 }
 
 export type Timed = TaskResult & { timings?: Record<string, number> };
-export type DeviceResult = Timed & { deviceId: string; tasks: Timed[]; spent: number };
+/** `stageSpent`: the ε spent as the stage events of its last task told it. */
+export type DeviceResult = Timed & { deviceId: string; tasks: Timed[]; spent: number;
+                                     stageSpent: number };
 
 /**
  * `onEnrolled(n)` once all are enrolled (each checks in from its enrolment on); `onResult(i,
@@ -131,6 +133,7 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void,
     const seed = fleet.seed;
     const timings: Array<Record<string, number>> = [];
     const tasks: Timed[] = [];
+    let stageSpent = 0;
     const summary = await runDevice({
       coordinatorUrl: fleet.coordinators?.[i] ?? fleet.coordinator,
       enrollmentToken: token, label: `web-${i}`, name: `test-fleet/${i}`,
@@ -159,6 +162,7 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void,
       },
       onEvent: (event) => {
         if (event.type === "enrolled" && ++enrolled === fleet.tokens.length) onEnrolled(enrolled);
+        if (event.type === "stage") stageSpent = event.spent;
         if (event.type === "result") {
           const kept = timings[tasks.length];
           const result = kept === undefined ? event.result : { ...event.result, timings: kept };
@@ -168,6 +172,6 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void,
       },
     });
     return { deviceId: summary.identity.deviceId.toString(), ...tasks[tasks.length - 1]!, tasks,
-             spent: summary.spent };
+             spent: summary.spent, stageSpent };
   }));
 }
