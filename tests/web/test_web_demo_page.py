@@ -294,6 +294,29 @@ def test_while_fedhh_up_is_not_answering_the_page_says_so_once(dist: Path) -> No
 
 
 @pytest.mark.browser
+def test_a_browser_offline_is_told_as_such_and_goes_on_once_online(dist: Path) -> None:
+    """DevTools' offline network (a laptop off its Wi-Fi): the row and the progress say that
+    the browser is offline, not that fedhh up stopped answering (before, the progress said
+    'fedhh up is not answering'); back online, the device checks in again."""
+    conditions = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        until(browser, lambda b: "checking in" in row_text(b), "the row shows the check-in")
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions",
+                                {"offline": True, **conditions})
+        until(browser, lambda b: "this browser is offline" in row_text(b), "the row says so")
+        until(browser, lambda b: "(this browser is offline since" in progress(b),
+              "the progress says so")
+        assert "not answering" not in progress(browser)
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions",
+                                {"offline": False, **conditions})
+        until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
+              and d["note"] == "", "the device is in contact again")
+        until(browser, lambda b: progress(b) == PROGRESS[0], "the note is taken down")
+
+
+@pytest.mark.browser
 def test_a_page_frozen_and_resumed_shows_its_devices_as_they_are(dist: Path) -> None:
     """A tab frozen in the background (Chromium freezes such tabs; a laptop asleep) and resumed
     draws no frames in headless Chromium: before, its rows were drawn at a frame only, and

@@ -300,9 +300,13 @@ async function pollProgress(): Promise<void> {
     } catch {
       if (noAnswerSince === 0) noAnswerSince = Date.now();
     }
-    // The last progress fedhh up gave, and one note while it does not answer (not one a poll).
+    // The last progress fedhh up gave, and one note while it does not answer (not one a poll):
+    // the browser's own when it knows it is offline (before, fedhh up was said to be silent).
+    const offline = (globalThis.navigator as { onLine?: boolean } | undefined)?.onLine === false;
     if (out !== null) {
       out.textContent = noAnswerSince === 0 ? lines
+        : offline ? `${lines}\n(this browser is offline since ${clock(noAnswerSince)}: ` +
+                    "the devices and this page go on once it is online)"
         : `${lines}\n(fedhh up is not answering since ${clock(noAnswerSince)})`;
     }
     await new Promise((resolve) => setTimeout(resolve, 1000));
