@@ -406,13 +406,22 @@ class FramedCall:
         self._wake()
 
     def finish_from(self, payload: bytes) -> None:
+        """End the call as the port's END says. A code no ``grpc.StatusCode`` has ends it
+        UNKNOWN, the code and the port's details told, as gRPC's client reads an unknown
+        status ("Server sent unknown code ...") and a Connect client an unknown code (before,
+        INTERNAL "an end that does not parse", the port's words lost); an END that does not
+        parse, INTERNAL."""
         try:
             end = framed_pb2.FramedEnd.FromString(payload)
-            code = CODES_BY_NUMBER[end.code]
-        except (DecodeError, KeyError):
+        except DecodeError:
             self.finish(grpc.StatusCode.INTERNAL, "an end that does not parse", True)
             return
         self._trailing = grpc.aio.Metadata(*sorted(end.trailing.items()))
+        code = CODES_BY_NUMBER.get(end.code)
+        if code is None:
+            self.finish(grpc.StatusCode.UNKNOWN,
+                        f"the port sent unknown code {end.code}: {end.details}")
+            return
         self.finish(code, end.details)
 
     def finish(self, code: grpc.StatusCode, details: str, leave: bool = False) -> None:
