@@ -48,7 +48,7 @@ from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.rpc.errors import details_of, status_of
+from fedhh.rpc.errors import bounded_details, details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.serving import (
@@ -259,7 +259,7 @@ class ConnectServer:
         except ConnectError as error:
             response = self._error(error.code, error.message, error.http_status, error.headers)
         except CallAbort as abort:
-            response = self._error(abort.code, details_of(abort))
+            response = self._error(abort.code, bounded_details(abort.details))
         except TimeoutError:
             response = self._error(grpc.StatusCode.DEADLINE_EXCEEDED,
                                    "the call's Connect-Timeout-Ms passed")

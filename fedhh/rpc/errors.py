@@ -46,13 +46,26 @@ T = TypeVar("T")
 CODES_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 # Status details travel as metadata, which gRPC clients cap at 16 KiB by default: a message that
 # quoted a caller's megabyte would reach it as RESOURCE_EXHAUSTED instead of its real status.
+# gRPC percent-encodes each byte of the details outside printable ASCII as three, so the cap
+# counts UTF-8 bytes: 1,000 characters of four-byte text would be 12,000 bytes on the wire.
 MAX_DETAILS = 1000
 
 
+def bounded_details(text: str) -> str:
+    """``text`` cut to ``MAX_DETAILS`` bytes of UTF-8, at a character's end, "..." added where
+    it was cut: a status's details on every port (gRPC's through :func:`details_of`, a framed
+    stream's end whatever made it)."""
+    # (a lone surrogate, which no protobuf string or HTTP/2 header carries, becomes "?")
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_DETAILS:
+        return data.decode("utf-8")
+    # (a cut inside a character leaves its first bytes: "ignore" keeps only whole ones)
+    return data[:MAX_DETAILS].decode("utf-8", "ignore") + "..."
+
+
 def details_of(error: BaseException) -> str:
-    """The error's message on one line, cut to ``MAX_DETAILS`` characters."""
-    text = " ".join(str(error).split())
-    return text if len(text) <= MAX_DETAILS else text[:MAX_DETAILS] + "..."
+    """The error's message on one line, cut to ``MAX_DETAILS`` bytes (:func:`bounded_details`)."""
+    return bounded_details(" ".join(str(error).split()))
 
 
 def status_of(error: BaseException) -> grpc.StatusCode:

@@ -30,7 +30,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.output_paths import check_output
 from fedhh.rpc import task_census
 from fedhh.rpc.channel_pool import stream_cap_warning
-from fedhh.rpc.errors import details_of
+from fedhh.rpc.errors import bounded_details, details_of
 from fedhh.rpc.health import Health, Reflection
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
@@ -88,24 +88,38 @@ class UnparsableRequest(ConfigError):
     (INVALID_ARGUMENT as any ConfigError: the handler may first tell it in its own way)."""
 
 
-class _CheckedReads:
-    """A streaming handler's context whose ``read()`` never returns an :class:`Unparsable`
-    (the request iterator's are answered by :func:`_checked_stream`; a handler that reads from
-    its context, the session stream and the leader's selector link, saw them as messages)."""
+class _BoundedAborts:
+    """A handler's context whose ``abort`` sends its details bounded
+    (``errors.bounded_details``), as the Connect and framed ports send every status's: gRPC
+    sends them as given, percent-encoded in a header, and its clients refuse a header past
+    8 KiB now and then, past 16 KiB always: an abort of 1,400 four-byte characters reached the
+    caller as RESOURCE_EXHAUSTED "received metadata size exceeds hard limit", not its status."""
 
     __slots__ = ("_context",)
 
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self._context = context
 
+    async def abort(self, code: grpc.StatusCode, details: str = "",
+                    trailing_metadata: Any = ()) -> None:
+        await self._context.abort(code, bounded_details(details), trailing_metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+class _CheckedReads(_BoundedAborts):
+    """A streaming handler's context whose ``read()`` never returns an :class:`Unparsable`
+    (the request iterator's are answered by :func:`_checked_stream`; a handler that reads from
+    its context, the session stream and the leader's selector link, saw them as messages)."""
+
+    __slots__ = ()
+
     async def read(self) -> Any:
         message = await self._context.read()
         if isinstance(message, Unparsable):
             raise UnparsableRequest(message.details)
         return message
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._context, name)
 
 
 def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
@@ -145,13 +159,13 @@ def _forget_frames(error: BaseException) -> None:
 async def _checked(request: Any, context: grpc.aio.ServicerContext, streaming_request: bool
                    ) -> tuple[Any, grpc.aio.ServicerContext]:
     """The request (a stream of them, checked as each comes) and the context (its reads
-    checked) that a handler gets; a unary request that does not parse answered
-    INVALID_ARGUMENT here."""
+    checked, its aborts bounded) that a handler gets; a unary request that does not parse
+    answered INVALID_ARGUMENT here."""
     if streaming_request:
         return _checked_stream(request, context), _CheckedReads(context)
     if isinstance(request, Unparsable):
         await _reject(context, request)
-    return request, context
+    return request, _BoundedAborts(context)
 
 
 def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[..., Any]:

@@ -43,6 +43,7 @@ What gRPC's server gave the session, built again here, each before work:
   goes out before the end;
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
+  every end's details are bounded as gRPC's and Connect's (``errors.bounded_details``);
   a client's CANCEL or a lost connection cancels the handler, as gRPC does (the port does not
   learn the client's deadline: the session's own deadlines bound a stream).
 
@@ -65,7 +66,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.rpc.errors import details_of, status_of
+from fedhh.rpc.errors import bounded_details, details_of, status_of
 from fedhh.rpc.framed.frames import (
     ALPN,
     PREFACE,
@@ -452,7 +453,8 @@ class _Connection(asyncio.Protocol):
                    trailing: tuple[tuple[str, str], ...] = ()) -> None:
         if self._closed:
             return
-        end = framed_pb2.FramedEnd(code=code.value[0], details=details, trailing=dict(trailing))
+        end = framed_pb2.FramedEnd(code=code.value[0], details=bounded_details(details),
+                                   trailing=dict(trailing))
         self.frames.add(stream_id, Kind.END, end.SerializeToString())
 
     async def _serve(self, stream: ServerStream, handler: StreamHandler) -> None:

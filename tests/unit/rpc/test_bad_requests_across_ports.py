@@ -19,7 +19,7 @@ from fedhh.errors import AuthenticationError, NotFoundError
 from fedhh.rpc import serving
 from fedhh.rpc.connect import ConnectServer
 from fedhh.rpc.connect_client import ConnectChannel
-from fedhh.rpc.errors import details_of, status_errors
+from fedhh.rpc.errors import MAX_DETAILS, bounded_details, details_of, status_errors
 from fedhh.rpc.framed.client import FramedChannel
 from fedhh.rpc.framed.server import FramedLimits, FramedServer
 from fedhh.rpc.procedures import procedures
@@ -42,13 +42,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         return runner.run(asyncio.wait_for(coro, 60))
 
 
+# Words of four-byte characters, far past MAX_DETAILS bytes: 1,200 characters were 4,800 bytes,
+# percent-encoded by gRPC to 14,400, past the 8 KiB gRPC's clients refuse now and then.
+LONG = "device 7 is " + "\N{GRINNING FACE}" * 1200
+
+
 class Devices(pb_grpc.DeviceServiceServicer):
-    """GetTask: device 1 is unknown (a domain error), any other gets a task."""
+    """GetTask: device 1 is unknown (a domain error), device 7 too in ``LONG`` words, device 8
+    is refused in them by the handler's own abort; any other gets a task."""
 
     @status_errors
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
         if request.device_id == 1:
             raise NotFoundError("no device 1")
+        if request.device_id == 7:
+            raise NotFoundError(LONG)
+        if request.device_id == 8:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, LONG)
         return pb.GetTaskResponse(retry_after_ms=5)
 
 
@@ -192,3 +202,24 @@ def test_a_credential_checks_refusal_is_worded_alike_on_every_port() -> None:
     broken = {kind: answer(kind, pb.GetTaskRequest(device_id=3), BROKEN_CHECK)
               for kind in PORTS}
     assert set(broken.values()) == {(grpc.StatusCode.INTERNAL, "internal error")}, broken
+
+
+@pytest.mark.parametrize("device_id, code", [(7, grpc.StatusCode.NOT_FOUND),
+                                             (8, grpc.StatusCode.FAILED_PRECONDITION)])
+def test_long_multibyte_details_are_cut_alike_on_every_port(device_id: int,
+                                                            code: grpc.StatusCode) -> None:
+    """A status's details are cut at MAX_DETAILS bytes of UTF-8, at a character's end, on
+    each port: a domain error's (``errors.details_of``) and a handler's own abort's
+    (``errors.bounded_details``). Before, details_of cut at 1,000 characters, 4,003 bytes of
+    such words, which gRPC percent-encodes to 12,000 and its clients refused now and then
+    (RESOURCE_EXHAUSTED "received metadata size exceeds soft limit": 8 of 20 calls); a
+    handler's abort was not cut on gRPC nor on the framed port (1,400 such characters:
+    RESOURCE_EXHAUSTED on every gRPC call)."""
+    answers = {kind: answer(kind, pb.GetTaskRequest(device_id=device_id), TOKEN)
+               for kind in PORTS}
+    assert len(set(answers.values())) == 1, {k: (c, len(d)) for k, (c, d) in answers.items()}
+    got_code, details = answers["grpc"]
+    assert got_code == code
+    assert details == bounded_details(LONG) == details_of(NotFoundError(LONG))
+    assert len(details.encode()) <= MAX_DETAILS + len("...")
+    assert details.endswith("\N{GRINNING FACE}...")
