@@ -209,6 +209,14 @@ class Store:
                 "INSERT INTO enrollment_tokens (token_hash, label, expires_at) VALUES (?, ?, ?) "
                 "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in token_hashes]))
 
+    def remove_enrollment_tokens(self, token_hashes: list[bytes]) -> int:
+        """Take out the tokens of ``token_hashes`` that enrolled nobody (a mint that failed
+        midway: nobody was given them); returns how many."""
+        with self._tx() as db:
+            return int(db.executemany(
+                "DELETE FROM enrollment_tokens WHERE token_hash = ? AND used_by IS NULL",
+                [(h,) for h in token_hashes]))
+
     def enrollment(self, now: float | None = None) -> EnrollmentCounts:
         """How many devices are enrolled (and when the latest was), and the enrollment
         tokens by fate at ``now`` (default: the clock): unused, used, expired unused."""
