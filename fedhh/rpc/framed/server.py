@@ -25,7 +25,10 @@ What gRPC's server gave the session, built again here, each before work:
   every other address out); the handshake, then the preface, each within
   ``handshake_timeout_s``; a connection with no stream for ``idle_timeout_s`` is closed;
 - at most ``max_streams_per_connection`` streams at once on a connection (one more is ended
-  RESOURCE_EXHAUSTED at once);
+  UNAVAILABLE at once, which devices retry after a backoff: gRPC's HTTP/2 refuses a stream
+  past its cap with REFUSED_STREAM, which a gRPC client reports UNAVAILABLE, "no processing
+  occurred", and a gRPC client does not even send it; before, RESOURCE_EXHAUSTED, which a
+  device takes for final, so its session or call ended where over gRPC it would have waited);
 - a message above ``max_message_bytes`` ends its stream RESOURCE_EXHAUSTED unread (its bytes
   are skipped), one that does not parse INVALID_ARGUMENT (as gRPC's port answers both);
 - back-pressure both ways: a connection is not read while its delivered messages wait unread
@@ -91,7 +94,8 @@ from fedhh.rpc.tally import Count, CountFamily
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
 
-__all__ = ["CALLS", "FramedLimits", "FramedServer", "ServerStream", "StreamMethod"]
+__all__ = ["CALLS", "FramedLimits", "FramedServer", "ServerStream", "StreamMethod",
+           "streams_busy"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,12 @@ class FramedLimits:
 
 
 StreamHandler = Callable[["ServerStream"], Awaitable[None]]
+
+
+def streams_busy(cap: int) -> str:
+    """The words a stream past the cap of ``cap`` on its connection is refused with,
+    UNAVAILABLE (module docstring)."""
+    return f"at most {cap} streams per connection; retry after a backoff"
 
 
 @dataclass(frozen=True)
@@ -381,8 +391,8 @@ class _Connection(asyncio.Protocol):
         """Start serving the call ``stream_id`` opens, or end it at once (a refused call's
         later frames are dropped as those of an ended one)."""
         if len(self.streams) >= self.limits.max_streams_per_connection:
-            self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most "
-                            f"{self.limits.max_streams_per_connection} streams per connection")
+            self._write_end(stream_id, grpc.StatusCode.UNAVAILABLE,
+                            streams_busy(self.limits.max_streams_per_connection))
             return
         if payload is None or len(payload) > MAX_OPEN_BYTES:
             limit = min(MAX_OPEN_BYTES, self.limits.max_message_bytes)

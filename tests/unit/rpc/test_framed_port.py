@@ -43,7 +43,9 @@ from fedhh.rpc.framed.server import (
     FramedServer,
     ServerStream,
     StreamMethod,
+    streams_busy,
 )
+from fedhh.rpc.participation import RETRIED_CODES
 from fedhh.rpc.procedures import CallContext, procedures
 from fedhh.rpc.serving import UnparsableRequest
 from fedhh.rpc.tls import TlsFiles, make_dev_pki
@@ -401,16 +403,18 @@ async def test_streams_cancelled_before_they_began_leave_no_cycles_for_the_colle
 
 @scenario(max_streams_per_connection=2)
 async def test_one_stream_over_the_limit_is_refused_at_once(port: Port) -> None:
-    """With max_streams_per_connection streams open, one more ends RESOURCE_EXHAUSTED without a
-    handler; the others go on, and a stream that ended frees its place."""
+    """With max_streams_per_connection streams open, one more ends UNAVAILABLE without a
+    handler, a code devices retry (gRPC's client reports its port's REFUSED_STREAM so; before,
+    RESOURCE_EXHAUSTED, which a device's session took for final); the others go on, and a
+    stream that ended frees its place."""
     channel = port.channel()
     first, second = channel.Session(timeout=BOUND_S), channel.Session(timeout=BOUND_S)
     for call, data in ((first, b"1"), (second, b"2")):
         await call.write(message(data))
         assert (await call.read()).challenge == data
     third = channel.Session(timeout=BOUND_S)
-    assert await refused(third) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                    "at most 2 streams per connection")
+    assert await refused(third) == (grpc.StatusCode.UNAVAILABLE, streams_busy(2))
+    assert grpc.StatusCode.UNAVAILABLE in RETRIED_CODES
     assert [s.stream_id for s in port.started] == [1, 2] and not port.cancelled
     with pytest.raises(asyncio.InvalidStateError):
         await third.write(message(b"3"))
