@@ -17,20 +17,22 @@ method, CORS, the content type and encoding, the timeout, then the credentials
 (``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
 before a byte of the body is read (and, for a request that sends ``Expect: 100-continue``,
 before it is told to send it); then the declared length against the service's receive cap
-(larger: refused unread), the body, read within ``body_timeout_s``, cut off past the cap, and
-if large read only a few at a time (``large_bodies``), a method with a ``head_check`` (the
-masked vector, whose signed header is its first field) giving a turn only to a caller its
-first bytes show admitted, one at a time, and the parse (``invalid_argument``, as
-``ParseErrors`` answers).
+(larger: refused unread), the body, read within ``body_timeout_s`` (by default
+``request_waits.REQUEST_TIMEOUT_S``, a unary request's deadline on every port), cut off past
+the cap, and if large read only a few at a time (``large_bodies``), a method with a
+``head_check`` (the masked vector, whose signed header is its first field) giving a turn only
+to a caller its first bytes show admitted, one at a time, and the parse
+(``invalid_argument``, as ``ParseErrors`` answers).
 Client-streaming and server-streaming methods are not served (a browser uploads a masked
 vector with the unary ``SubmitMaskedVector``). A refused call whose body has not all arrived
 ends its connection: what is left of the body is never read.
 
 The port is an aiohttp server in the service's event loop behind
 ``fedhh.rpc.http_listener.Listener``: at most ``max_connections`` held, a TLS handshake and
-the first request head each within 10 s. It serves TLS from the service's files, or plaintext
-on loopback only, like gRPC (``fedhh.rpc.serving.bind``). Requests from a browser page are
-answered only for the configured origins (CORS preflight and the call itself).
+the first request head each within ``http_listener.HEAD_TIMEOUT_S``. It serves TLS from the
+service's files, or plaintext on loopback only, like gRPC (``fedhh.rpc.serving.bind``).
+Requests from a browser page are answered only for the configured origins (CORS preflight and
+the call itself).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import bounded_details, details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
+from fedhh.rpc.request_waits import REQUEST_TIMEOUT_S
 from fedhh.rpc.serving import (
+    check_receive_cap,
     credential_refusal,
     does_not_parse,
     listener_context,
@@ -90,7 +94,6 @@ PREFLIGHT_MAX_AGE_S = 7200
 # Devices hold a long-poll each (GetTask, AwaitStage), so a port holds one connection per
 # device at a time that it serves; the operator sizes this against the open-file limit.
 MAX_CONNECTIONS = 512
-BODY_TIMEOUT_S = 10.0
 # Bodies above this many bytes are read a few at a time (``large_bodies``): the check-ins and
 # the stage messages of a device are below it; masked vectors and oversized junk are not.
 SMALL_BODY_BYTES = 64 * 1024
@@ -198,11 +201,9 @@ class ConnectServer:
     def __init__(self, name: str, served: Sequence[Procedure], max_request_bytes: int,
                  tls: TlsFiles | None, origins: Sequence[str] = (),
                  max_connections: int | None = None,
-                 body_timeout_s: float = BODY_TIMEOUT_S,
+                 body_timeout_s: float = REQUEST_TIMEOUT_S,
                  large_bodies: int = LARGE_BODIES) -> None:
-        if not 1024 <= max_request_bytes <= 16 << 20:
-            raise ConfigError(f"max_request_bytes must be in [1 KiB, 16 MiB], got "
-                              f"{max_request_bytes}")
+        check_receive_cap("max_request_bytes", max_request_bytes)
         if max_connections is not None and not 1 <= max_connections <= 1 << 20:
             raise ConfigError(f"max_connections must be in [1, {1 << 20}], got "
                               f"{max_connections}")

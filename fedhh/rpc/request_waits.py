@@ -33,7 +33,9 @@ __all__ = ["MAX_WAITING_REQUESTS", "REQUEST_TIMEOUT_S", "RequestWaits"]
 
 # ~86 MB of gRPC's calls, ~14 MB of the framed port's.
 MAX_WAITING_REQUESTS = 4096
-# The framed port's deadline for a unary request (its handshake timeout), gRPC's too.
+# A unary request's deadline, from its call's start, on every port a device reaches: gRPC's
+# and the framed port's (each port's RequestWaits) and the Connect port's body
+# (``connect.ConnectServer``'s ``body_timeout_s``), each taking this one figure.
 REQUEST_TIMEOUT_S = 10.0
 
 REFUSED = Counter("fedhh_request_waits_refused_total",

@@ -32,7 +32,12 @@ from fedhh.rpc import task_census
 from fedhh.rpc.channel_pool import stream_cap_warning
 from fedhh.rpc.errors import bounded_details, details_of
 from fedhh.rpc.health import Health, Reflection
-from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
+from fedhh.rpc.http_listener import (
+    FILE_SHARE,
+    HEAD_TIMEOUT_S,
+    open_file_limit,
+    raise_open_file_limit,
+)
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles, ca_certificates, ca_credentials, read_tls_file
 
@@ -559,14 +564,16 @@ def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[st
             ("grpc.server.max_pending_requests_hard_limit", 2 * max_pending_calls)]
 
 
-# A connection's TLS and HTTP/2 handshakes, as the listeners' (http_listener.HEAD_TIMEOUT_S):
-# gRPC's default, 120 s, let a connection that never sends its preface hold its place long.
-HANDSHAKE_TIMEOUT_MS = 10_000
+# A connection's TLS and HTTP/2 handshakes, the listeners' figure (http_listener.HEAD_TIMEOUT_S,
+# the framed port's too): gRPC's default, 120 s, let a connection that never sends its preface
+# hold its place long.
+HANDSHAKE_TIMEOUT_MS = round(HEAD_TIMEOUT_S * 1000)
 # A connection with no call for this long is sent GOAWAY (its client reconnects at its next
-# call, as gRPC's clients do by themselves), as the framed port closes one with no stream
-# after 120 s: gRPC keeps an idle connection for ever by default, so that connections that
-# made one call and then nothing held every place of the port's connection cap, and no
-# newcomer (a device) could connect for as long as they stayed.
+# call, as gRPC's clients do by themselves); the framed port closes one with no stream after as
+# long (``FramedLimits.idle_timeout_s`` takes this figure). gRPC keeps an idle connection for
+# ever by default, so that connections that made one call and then nothing held every place
+# of the port's connection cap, and no newcomer (a device) could connect for as long as they
+# stayed.
 MAX_CONNECTION_IDLE_MS = 120_000
 # Client pings (HTTP/2 PING) a server takes: one per MIN_PING_INTERVAL_MS while no data flows,
 # only while a call is open; a ping sooner is a "strike", and past MAX_PING_STRIKES the
@@ -655,6 +662,14 @@ PEER_OPTIONS = [*OPTIONS, *client_keepalive_options(),
                 ("grpc.max_reconnect_backoff_ms", RECONNECT_MAX_MS)]
 
 
+def check_receive_cap(name: str, cap: int) -> None:
+    """ConfigError unless ``cap``, a port's receive cap, is 1 KiB to ``MAX_MESSAGE_BYTES`` (what
+    the devices' and peers' channels send at most): the gRPC, Connect and framed ports alike
+    (before, the framed port took any cap from one byte up, above what any client sends)."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 1024 <= cap <= MAX_MESSAGE_BYTES:
+        raise ConfigError(f"{name} must be in [1024, {MAX_MESSAGE_BYTES}] bytes, got {cap!r}")
+
+
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                    max_concurrent_streams: int | None = None,
                    extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
@@ -667,9 +682,7 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
     share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, a connection with no call for
     ``MAX_CONNECTION_IDLE_MS`` sent away, the client pings of :func:`keepalive_options`, and
     ``extra``."""
-    if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
-        raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
-                          f"{max_receive_bytes}")
+    check_receive_cap("max_receive_bytes", max_receive_bytes)
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", max_receive_bytes),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -23,7 +23,9 @@ What gRPC's server gave the session, built again here, each before work:
   newcomer's: the listener's ``fair``, as on the Connect ports; before, one address that held
   every connection, a cheap stream on each within ``idle_timeout_s``, kept every device of
   every other address out); the handshake, then the preface, each within
-  ``handshake_timeout_s``; a connection with no stream for ``idle_timeout_s`` is closed;
+  ``handshake_timeout_s``; a connection with no stream for ``idle_timeout_s`` is closed (by
+  default the figures of every port: ``http_listener.HEAD_TIMEOUT_S``,
+  ``serving.MAX_CONNECTION_IDLE_MS``);
 - at most ``max_streams_per_connection`` streams at once on a connection (one more is ended
   UNAVAILABLE at once, which devices retry after a backoff: gRPC's HTTP/2 refuses a stream
   past its cap with REFUSED_STREAM, which a gRPC client reports UNAVAILABLE, "no processing
@@ -39,11 +41,12 @@ What gRPC's server gave the session, built again here, each before work:
   other streams once ``max_unread_bytes`` wait (a session's handler reads each message as it
   comes, a vector's parts too, but for the wait for an upload slot, ``max_uploads``, which
   only vectors above one message, D > 2^18, have to wait with parts unread);
-- a unary call's request is its first message, due within ``handshake_timeout_s`` of its
-  OPEN (else DEADLINE_EXCEEDED; a CLOSE before it, or a second message, INVALID_ARGUMENT),
-  and at most ``max_waiting_requests`` unary calls of the port wait for theirs at once (one
-  more is ended UNAVAILABLE at once: ``fedhh.rpc.request_waits``); its answer, one message,
-  goes out before the end;
+- a unary call's request is its first message, due within ``request_timeout_s`` of its
+  OPEN (by default ``request_waits.REQUEST_TIMEOUT_S``, gRPC's and Connect's figure; else
+  DEADLINE_EXCEEDED; a CLOSE before it, or a second message, INVALID_ARGUMENT), and at most
+  ``max_waiting_requests`` unary calls of the port wait for theirs at once (one more is ended
+  UNAVAILABLE at once: ``fedhh.rpc.request_waits``); its answer, one message, goes out before
+  the end;
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
   every end's details are bounded as gRPC's and Connect's (``errors.bounded_details``);
@@ -78,12 +81,14 @@ from fedhh.rpc.framed.frames import (
     FrameWriter,
     Kind,
 )
-from fedhh.rpc.http_listener import Listener, peer_name
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, peer_name
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
-from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
+from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, REQUEST_TIMEOUT_S, RequestWaits
 from fedhh.rpc.serving import (
+    MAX_CONNECTION_IDLE_MS,
     CredentialCheck,
     UnparsableRequest,
+    check_receive_cap,
     credential_refusal,
     does_not_parse,
     listener_context,
@@ -118,17 +123,20 @@ class FramedLimits:
     max_message_bytes: int
     max_streams_per_connection: int
     max_connections: int | None = None  # the operator's figure; None: MAX_CONNECTIONS
-    handshake_timeout_s: float = 10.0
-    idle_timeout_s: float = 120.0
+    # (each timeout by default the figure the gRPC and Connect ports take: one definition each)
+    handshake_timeout_s: float = HEAD_TIMEOUT_S
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    idle_timeout_s: float = MAX_CONNECTION_IDLE_MS / 1000
     max_unread_bytes: int = 1 << 20
     max_waiting_requests: int = MAX_WAITING_REQUESTS
 
     def __post_init__(self) -> None:
-        for name in ("max_message_bytes", "max_streams_per_connection", "max_connections",
+        check_receive_cap("max_message_bytes", self.max_message_bytes)
+        for name in ("max_streams_per_connection", "max_connections",
                      "max_unread_bytes", "max_waiting_requests"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("handshake_timeout_s", "idle_timeout_s"):
+        for name in ("handshake_timeout_s", "request_timeout_s", "idle_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
 
@@ -562,7 +570,7 @@ class FramedServer:
         self.routes = {path: _route(path, method) for path, method in methods.items()}
         self.limits = limits
         self.request_waits = RequestWaits("framed", limits.max_waiting_requests,
-                                          limits.handshake_timeout_s)
+                                          limits.request_timeout_s)
         self.tls = tls
         self.connections: set[_Connection] = set()  # (the listener counts them)
         self.listener: Listener | None = None

@@ -900,9 +900,11 @@ async def serve_nothing(stream: ServerStream) -> None:
 
 
 def test_limits_and_plaintext_are_checked() -> None:
-    for bad in (dict(max_message_bytes=0), dict(max_streams_per_connection=0),
+    for bad in (dict(max_message_bytes=0), dict(max_message_bytes=1023),
+                dict(max_message_bytes=(16 << 20) + 1), dict(max_streams_per_connection=0),
                 dict(max_connections=0), dict(max_unread_bytes=0),
-                dict(handshake_timeout_s=0.0), dict(idle_timeout_s=-1.0)):
+                dict(handshake_timeout_s=0.0), dict(request_timeout_s=0.0),
+                dict(idle_timeout_s=-1.0)):
         with pytest.raises(ConfigError):
             FramedLimits(**{**LIMITS, **bad})
 
@@ -1342,9 +1344,9 @@ def test_a_stubs_unary_methods_fall_back_while_its_port_cannot_be_reached() -> N
     run(main())
 
 
-@scenario(unary=True, handshake_timeout_s=0.5)
+@scenario(unary=True, request_timeout_s=0.5)
 async def test_a_unary_call_takes_one_request_in_time(port: Port) -> None:
-    """A unary call's request is due within handshake_timeout_s of its OPEN: one that does not
+    """A unary call's request is due within request_timeout_s of its OPEN: one that does not
     come ends the call DEADLINE_EXCEEDED (the port holds no call for a request that never
     comes); a second request ends it INVALID_ARGUMENT. The connection serves the next call."""
     raw = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"))
@@ -1363,7 +1365,7 @@ async def test_a_unary_call_takes_one_request_in_time(port: Port) -> None:
 
 
 @scenario(unary=True, max_streams_per_connection=8, max_waiting_requests=3,
-          handshake_timeout_s=2.0)
+          request_timeout_s=2.0)
 async def test_unary_calls_waiting_for_their_requests_are_capped_per_port(port: Port) -> None:
     """At most max_waiting_requests unary calls of the port, over all its connections, wait for
     their requests at once (an opener of calls that never sends them held ~3.5 KB a call, for
