@@ -49,12 +49,17 @@ LONG = "device 7 is " + "\N{GRINNING FACE}" * 1200
 
 class Devices(pb_grpc.DeviceServiceServicer):
     """GetTask: device 1 is unknown (a domain error), device 7 too in ``LONG`` words, device 8
-    is refused in them by the handler's own abort; any other gets a task."""
+    is refused in them by the handler's own abort, device 5 meets a bug, device 9 is held
+    until its call ends; any other gets a task."""
 
     @status_errors
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
         if request.device_id == 1:
             raise NotFoundError("no device 1")
+        if request.device_id == 5:
+            raise RuntimeError("a handler's internals: /var/lib/fedhh/key.pem")
+        if request.device_id == 9:
+            await asyncio.Event().wait()
         if request.device_id == 7:
             raise NotFoundError(LONG)
         if request.device_id == 8:
@@ -85,12 +90,13 @@ class Raw:
         return self.data
 
 
-Call = Callable[[Any, tuple[tuple[str, str], ...]], Coroutine[Any, Any, Any]]
+# (request, metadata, path, timeout) -> the answer
+Call = Callable[[Any, tuple[tuple[str, str], ...], str, float], Coroutine[Any, Any, Any]]
 
 
 @contextlib.asynccontextmanager
 async def port(kind: str) -> AsyncIterator[Call]:
-    """A port of ``kind`` serving ``Devices``' GetTask; a function that calls it."""
+    """A port of ``kind`` serving ``Devices``' device service; a function that calls it."""
     devices, checks = Devices(), {GET_TASK: _gate}
     call: Call
     async with contextlib.AsyncExitStack() as closing:
@@ -102,11 +108,10 @@ async def port(kind: str) -> AsyncIterator[Call]:
             closing.push_async_callback(server.stop, None)
             channel = grpc.aio.insecure_channel(f"127.0.0.1:{number}")
             closing.push_async_callback(channel.close)
-            method = channel.unary_unary(
-                GET_TASK, request_serializer=lambda message: message.SerializeToString(),
-                response_deserializer=pb.GetTaskResponse.FromString)
-            call = lambda request, metadata: method(  # noqa: E731
-                request, metadata=metadata, timeout=BOUND_S)
+            call = lambda request, metadata, path, timeout: channel.unary_unary(  # noqa: E731
+                path, request_serializer=lambda message: message.SerializeToString(),
+                response_deserializer=pb.GetTaskResponse.FromString)(
+                request, metadata=metadata, timeout=timeout)
         elif kind == "connect":
             connect = ConnectServer("test port", procedures(DEVICES, devices, checks),
                                     CAP, None, [])
@@ -114,8 +119,8 @@ async def port(kind: str) -> AsyncIterator[Call]:
             closing.push_async_callback(connect.close)
             client = ConnectChannel(f"127.0.0.1:{number}", insecure=True)
             closing.push_async_callback(client.close)
-            call = lambda request, metadata: client.call(  # noqa: E731
-                GET_TASK, request, pb.GetTaskResponse, metadata, BOUND_S)
+            call = lambda request, metadata, path, timeout: client.call(  # noqa: E731
+                path, request, pb.GetTaskResponse, metadata, timeout)
         else:
             limits = FramedLimits(max_message_bytes=CAP, max_streams_per_connection=4,
                                   max_connections=8, handshake_timeout_s=5.0,
@@ -126,8 +131,8 @@ async def port(kind: str) -> AsyncIterator[Call]:
             closing.push_async_callback(framed.close)
             framed_channel = FramedChannel(f"127.0.0.1:{number}", None)
             closing.push_async_callback(framed_channel.close)
-            call = lambda request, metadata: framed_channel.unary(  # noqa: E731
-                GET_TASK, request, pb.GetTaskResponse, metadata, BOUND_S)
+            call = lambda request, metadata, path, timeout: framed_channel.unary(  # noqa: E731
+                path, request, pb.GetTaskResponse, metadata, timeout)
         yield call
 
 
@@ -150,12 +155,12 @@ BAD: dict[str, tuple[Any, tuple[tuple[str, str], ...], grpc.StatusCode, str]] = 
 }
 
 
-def answer(kind: str, request: Any, metadata: tuple[tuple[str, str], ...]
-           ) -> tuple[grpc.StatusCode, str]:
+def answer(kind: str, request: Any, metadata: tuple[tuple[str, str], ...],
+           path: str = GET_TASK, timeout: float = BOUND_S) -> tuple[grpc.StatusCode, str]:
     async def main() -> tuple[grpc.StatusCode, str]:
         async with port(kind) as call:
             try:
-                await call(request, metadata)
+                await call(request, metadata, path, timeout)
             except grpc.aio.AioRpcError as error:
                 return error.code(), error.details() or ""
             raise AssertionError(f"{kind}: the bad request was answered OK")
@@ -223,3 +228,25 @@ def test_long_multibyte_details_are_cut_alike_on_every_port(device_id: int,
     assert details == bounded_details(LONG) == details_of(NotFoundError(LONG))
     assert len(details.encode()) <= MAX_DETAILS + len("...")
     assert details.endswith("\N{GRINNING FACE}...")
+
+
+def test_a_handlers_unexpected_error_is_internal_unsaid_on_every_port() -> None:
+    """A bug in a handler ends its call INTERNAL "internal error" on each port, its words
+    (paths, internals) not sent to the caller."""
+    answers = {kind: answer(kind, pb.GetTaskRequest(device_id=5), TOKEN) for kind in PORTS}
+    assert set(answers.values()) == {(grpc.StatusCode.INTERNAL, "internal error")}, answers
+
+
+def test_a_method_the_port_does_not_serve_is_unimplemented_on_every_port() -> None:
+    answers = {kind: answer(kind, pb.GetTaskRequest(device_id=2), TOKEN,
+                            "/fedhh.v1.DeviceService/Nope") for kind in PORTS}
+    assert {code for code, _ in answers.values()} == {grpc.StatusCode.UNIMPLEMENTED}, answers
+
+
+def test_a_call_past_its_deadline_is_deadline_exceeded_on_every_port() -> None:
+    """The caller's deadline ends a call its handler holds DEADLINE_EXCEEDED on each port (a
+    code devices do not retry: ``participation.CODE_OUTCOMES`` makes it TIMED_OUT)."""
+    answers = {kind: answer(kind, pb.GetTaskRequest(device_id=9), TOKEN, GET_TASK, 0.5)
+               for kind in PORTS}
+    assert {code for code, _ in answers.values()} == {grpc.StatusCode.DEADLINE_EXCEEDED}, \
+        answers
