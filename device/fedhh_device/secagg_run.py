@@ -27,6 +27,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.device_client import (
     OVERRUN_S,
     ParticipationEnd,
+    RetryPolicy,
     Transport,
     decline,
     participate,
@@ -114,6 +115,10 @@ _FAILURES = RoundFailures(log)
 _LATE = RoundFailures(log, "late for the round (a stage closed before this device's message; "
                            "the round goes on without it, as after a dropout)")
 _REFUSALS = RoundFailures(log, "refused the round", detail_field="reason")
+# How long a device stopped before it took part (its process asked to stop while it checked
+# the round's config or made its report) tries to give up its seat (``decline_round``): one
+# try, no retry, so that a stop is not held up by an aggregator that does not answer.
+DECLINE_ON_STOP_S = 2.0
 
 
 def log_round_counts() -> None:
@@ -199,7 +204,8 @@ def _check_clock(device: SecAggDevice) -> None:
 
 async def decline_round(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519PrivateKey,
                         public: bytes, round_keys: RoundKeys, coordinator_public: bytes,
-                        rng: random.Random | None = None) -> bool:
+                        rng: random.Random | None = None, retry: RetryPolicy | None = None
+                        ) -> bool:
     """Give up this device's seat in ``task``'s round, which it refuses before sending its
     aggregator anything (its floors, its budget, its clock), so that the round's first stage
     does not wait for it to the deadline (``fedhh.rpc.device_client.decline``; it says no
@@ -212,7 +218,7 @@ async def decline_round(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed2
     except FedhhError:
         return False
     declined = await decline(channel, session_id_of(config), identity_key=key,
-                             admission=admission, rng=rng)
+                             admission=admission, retry=retry, rng=rng)
     log.debug("declined the round" if declined else "could not decline the round",
               extra={"device_id": task.device_id, "round": task.round, "attempt": task.attempt})
     return declined
@@ -259,6 +265,7 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                computing: ComputeTurns | None, failures: RoundFailures.Reporter,
                late: RoundFailures.Reporter, refusals: RoundFailures.Reporter) -> str:
     started = time.perf_counter()
+    taking_part = False
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
         # The task carries the proof; the keys it proves are the ones this device presented.
@@ -271,6 +278,7 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
             _check_clock(device)
             if callable(ones):
                 ones = await ones()
+            taking_part = True
             result = await participate(channel, device, ones, identity_key=key,
                                        admission=admission, drop_at=drop_at, rng=rng,
                                        observe=stats.calls.record, transport=transport,
@@ -279,6 +287,17 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
         refusals.failed("refused", "config", task.secagg_id, str(error))
         await decline_round(channel, task, key, public, round_keys, coordinator_public, rng)
         return "failed"
+    except asyncio.CancelledError:
+        # Stopped (its process asked to stop) before it sent its aggregator anything: its seat
+        # is given up, so that the round's first stage does not wait for it to the deadline.
+        # Before, nothing was sent, and the stage waited. (Once it takes part, its stream's end
+        # tells the aggregator, or it is a dropout at the stage's deadline, as any.)
+        if not taking_part:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(DECLINE_ON_STOP_S):
+                    await decline_round(channel, task, key, public, round_keys,
+                                        coordinator_public, rng, retry=RetryPolicy(attempts=1))
+        raise
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(
         time.perf_counter() - started)
     if result.outcome is ParticipationEnd.COMPLETED or (result.outcome is ParticipationEnd.LATE

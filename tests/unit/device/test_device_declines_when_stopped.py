@@ -1,0 +1,85 @@
+"""A device whose process is asked to stop while it holds a task it has not yet taken part in
+(checking the round's config, making its report) gives up its seat once (``Decline``), so
+that the round's first stage does not wait for it to the deadline; one that has taken part
+sends nothing more (its stream's end, or the deadline, tells the aggregator). Before, a stop
+there cancelled the device and nothing was sent: the stage waited for it to its deadline."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from aggregator_testkit import COORDINATOR_PUBLIC, Cohort, make_cohort
+from networked_kit import RefusingAggregator
+
+from fedhh.secagg import Threat, choose_parameters
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_device.fleet import FleetStats
+from fedhh_device.secagg_run import Floors, run_secure_aggregation
+
+
+def _cohort() -> Cohort:
+    p = choose_parameters(60, 0.1, 0.05, Threat.LYING)
+    return make_cohort(60, 64, p.k, p.t, n_min=45, consistency_check=True)
+
+
+def _task(cohort: Cohort) -> pb.Task:
+    return pb.Task(round_config=cohort.signed.payload,
+                   round_config_signature=cohort.signed.signature, secagg_id=1,
+                   admission=cohort.admissions[1].proof, round=1, attempt=1)
+
+
+class HeldAggregator(RefusingAggregator):
+    """Records every call; its first AdvertiseKeys is held until the test cancels it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.advertising = asyncio.Event()
+
+    async def AdvertiseKeys(self, *args: object, **kwargs: object) -> object:
+        self.calls.append("AdvertiseKeys")
+        self.advertising.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_device_stopped_while_it_makes_its_report_declines_once() -> None:
+    cohort = _cohort()
+    aggregator = RefusingAggregator()
+
+    async def scenario() -> None:
+        making = asyncio.Event()
+
+        async def report() -> np.ndarray:
+            making.set()
+            await asyncio.Event().wait()  # (its report is being made as the stop comes)
+            raise AssertionError("unreachable")
+
+        device = asyncio.create_task(run_secure_aggregation(
+            aggregator,  # type: ignore[arg-type]
+            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
+            report, None, FleetStats(), Floors(min_cohort=40)))
+        await asyncio.wait_for(making.wait(), 30)
+        device.cancel()
+        done = await asyncio.gather(device, return_exceptions=True)
+        assert isinstance(done[0], asyncio.CancelledError)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert aggregator.calls == ["Decline"]
+
+
+def test_a_device_stopped_once_it_takes_part_sends_no_decline() -> None:
+    cohort = _cohort()
+    aggregator = HeldAggregator()
+
+    async def scenario() -> None:
+        device = asyncio.create_task(run_secure_aggregation(
+            aggregator,  # type: ignore[arg-type]
+            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
+            np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40)))
+        await asyncio.wait_for(aggregator.advertising.wait(), 30)
+        device.cancel()
+        await asyncio.gather(device, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert aggregator.calls == ["AdvertiseKeys"]
