@@ -532,9 +532,9 @@ def _unreported(device: dict[str, Any], attempts: dict[str, tuple[str, int]]) ->
     state, contributors = attempts.get(name, ("", 0))
     if state == "released" and device.get("sent"):
         return (f"{name}: contributed (its masked input was accepted and the round released "
-                f"over {contributors}; the page posted no outcome after)")
+                f"over {contributors}; its outcome not yet posted by the page)")
     where = f"in {device['stage']}" if device.get("stage") else "in it"
-    return (f"{name}: no outcome posted (the page last showed it {where}"
+    return (f"{name}: no outcome posted yet (the page last showed it {where}"
             + (", its masked input sent" if device.get("sent") else "")
             + (f"; the round was {state}" if state else "")
             + (f" over {contributors}" if state == "released" else "") + ")")

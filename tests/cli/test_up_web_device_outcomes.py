@@ -34,7 +34,7 @@ def test_a_device_whose_page_stopped_after_its_masked_input_reads_contributed() 
                            sent=True)], ATTEMPTS)
     assert line == ["user 8 (device 3, local eps spent 1.500): demo round 1.1: contributed, "
                     "demo round 2.1: contributed (its masked input was accepted and the round "
-                    "released over 57; the page posted no outcome after)"]
+                    "released over 57; its outcome not yet posted by the page)"]
 
 
 def test_a_device_whose_page_stopped_before_its_masked_input_is_told_as_such() -> None:
@@ -43,14 +43,15 @@ def test_a_device_whose_page_stopped_before_its_masked_input_is_told_as_such() -
     line = summary([device("in a round", [], task="demo round 2.1", stage="share keys",
                            sent=False)], ATTEMPTS)
     assert line == ["user 8 (device 3, local eps spent 1.500): demo round 2.1: no outcome "
-                    "posted (the page last showed it in share keys; the round was released "
-                    "over 57)"]
+                    "posted yet (the page last showed it in share keys; the round was "
+                    "released over 57)"]
     line = summary([device("in a round", [], task="demo round 3.1", stage="unmask",
                            sent=True)], ATTEMPTS)
-    assert line[0].endswith("demo round 3.1: no outcome posted (the page last showed it in "
+    assert line[0].endswith("demo round 3.1: no outcome posted yet (the page last showed it in "
                             "unmask, its masked input sent; the round was aborted)")
     line = summary([device("in a round", [], task="demo round 9.1", stage="")], ATTEMPTS)
-    assert line[0].endswith("demo round 9.1: no outcome posted (the page last showed it in it)")
+    assert line[0].endswith("demo round 9.1: no outcome posted yet (the page last showed it in "
+                            "it)")
 
 
 def test_an_outcome_posted_is_not_told_twice_and_ends_the_wait(tmp_path: Path) -> None:
