@@ -53,9 +53,12 @@ __all__ = [
     "open_channel",
     "outcome_from_pb",
     "outcome_state",
+    "passing",
     "patiently",
+    "persevere",
     "read_result_stream",
     "stage_counts",
+    "status_code",
 ]
 
 R = TypeVar("R")
@@ -113,36 +116,64 @@ def domain_error(error: grpc.aio.AioRpcError) -> Exception:
 
 
 # Failures that a later try may not meet (the service restarting, busy, slow): a word to a
-# service that holds a sum (delivered, drop) is tried again after these alone. Any other
-# answer (UNIMPLEMENTED, INTERNAL, a refusal) is the same at every try.
+# service that holds a sum (delivered, drop), a cancel, a round's outcome, are tried again after
+# these alone (``passing``). Any other answer (UNIMPLEMENTED, INTERNAL, a refusal) is the same
+# at every try.
 PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                      grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED,
                      grpc.StatusCode.ABORTED})
 
 
-async def patiently(call: Callable[[], Awaitable[Any]], patience_s: float,
-                    backoff: Backoff) -> Exception | None:
-    """``call()`` (a CancelRound: a held sum said delivered, or dropped), tried again after
-    ``backoff``'s pause while it fails as ``PASSING`` says (or busy), until it answers or
-    ``patience_s`` passed. None once the service has it (NOT_FOUND too: it holds nothing of
-    the round any more), else the error that ended the tries: one no try changes, or the
-    last passing one. The coordinator's word to its aggregation service and a combiner's to
-    its workers, both of which hold a sum until told or until their --result-ttl."""
+def status_code(error: BaseException) -> grpc.StatusCode | None:
+    """The gRPC status a control call failed with: its own, or that of the call a
+    ``domain_error`` was made of (None: not a call's failure)."""
+    for cause in (error, error.__cause__):
+        if isinstance(cause, grpc.aio.AioRpcError):
+            return cause.code()
+    return grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(error, AggregatorBusy) else None
+
+
+def passing(error: BaseException) -> bool:
+    """Whether a later try of the control call that failed with ``error`` may not meet it
+    (``PASSING``): the one split of transient from permanent failures, the coordinator's and
+    the combiner's. A malformed answer (``AggregatorError``) and every refusal are permanent."""
+    return (isinstance(error, (grpc.aio.AioRpcError, AggregatorBusy))
+            and status_code(error) in PASSING)
+
+
+async def persevere(call: Callable[[], Awaitable[R]], give_up: float, backoff: Backoff) -> R:
+    """``call()``'s answer, tried again after ``backoff``'s pause while it fails as
+    ``passing`` says, until the loop's clock reaches ``give_up``: no try starts at or past it
+    but the first, and no pause runs past it. Any other failure, or the last passing one,
+    is raised."""
     loop = asyncio.get_running_loop()
-    give_up = loop.time() + patience_s
     while True:
         try:
-            await call()
-            return None
-        except NotFoundError:
-            return None
-        except (grpc.aio.AioRpcError, AggregatorBusy) as error:
-            if (isinstance(error, grpc.aio.AioRpcError) and error.code() not in PASSING) \
-                    or loop.time() >= give_up:
-                return error
-        except FedhhError as error:
-            return error
-        await backoff.sleep()
+            return await call()
+        except Exception as error:
+            left = give_up - loop.time()
+            if not passing(error) or left <= 0:
+                raise
+            await asyncio.sleep(min(backoff.pause(), left))
+            if loop.time() >= give_up:
+                raise
+
+
+async def patiently(call: Callable[[], Awaitable[Any]], patience_s: float,
+                    backoff: Backoff) -> Exception | None:
+    """``call()`` (a CancelRound: a held sum said delivered, or dropped), tried again while
+    it fails as ``passing`` says, for up to ``patience_s`` (``persevere``). None once the
+    service has it (NOT_FOUND too: it holds nothing of the round any more), else the error
+    that ended the tries: one no try changes, or the last passing one. The coordinator's word
+    to its aggregation service and a combiner's to its workers, both of which hold a sum
+    until told or until their --result-ttl."""
+    try:
+        await persevere(call, asyncio.get_running_loop().time() + patience_s, backoff)
+    except NotFoundError:
+        return None
+    except (grpc.aio.AioRpcError, FedhhError) as error:
+        return error
+    return None
 
 
 def stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:

@@ -20,11 +20,11 @@ from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open_channel
 from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.control_client import (
-    PASSING,
     AggregatorBusy,
-    AggregatorError,
     RoundOutcome,
+    passing,
     patiently,
+    status_code,
 )
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
@@ -154,15 +154,19 @@ class _ServiceControl(ABC):
     async def _round_outcome(self, round_id: bytes) -> RoundOutcome: ...
 
     async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+        """The service's word on the round. AggregatorUnavailable for a failure a later try
+        may not meet (``passing``: the link asks again after it alone); AggregatorRefused,
+        worded for the operator, for any other (a refusal, a call the service does not serve,
+        an answer that breaks the wire contract). Before, every failure was the service away:
+        a service refusing GetOutcome (its control token changed, another program at the
+        address) was asked again for the link's recovery patience, 600 s, before the attempt
+        was settled unknown, and a refusal the client maps to its own error (UNAUTHENTICATED,
+        FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND) failed the run with the attempt
+        left open, uncharged."""
         try:
             answer = await self._round_outcome(round_id)
-        except AggregatorBusy:
-            # (as in ``cancel``; before, it went through the link, which waits on the service
-            # away alone, and failed the run)
-            raise AggregatorUnavailable(grpc.StatusCode.RESOURCE_EXHAUSTED.name) from None
-        except (grpc.aio.AioRpcError, AggregatorError) as error:
-            name = error.code().name if isinstance(error, grpc.aio.AioRpcError) else str(error)
-            raise AggregatorUnavailable(name) from None
+        except (grpc.aio.AioRpcError, FedhhError) as error:
+            raise self._failed(error, "GetOutcome") from None
         if answer.state == "unknown":
             reason = (f"the {self.kind} journals its rounds and has no record of it"
                       if answer.durable else f"the {self.kind} keeps no journal and does not "
@@ -178,8 +182,8 @@ class _ServiceControl(ABC):
 
     async def cancel(self, round_id: bytes) -> None:
         """Cancel a round (past its deadline). AggregatorUnavailable only for a failure a
-        later try may not meet (``PASSING``: the link tries again after it alone); any other
-        answer is AggregatorRefused. Before, every failure was the service away, and a
+        later try may not meet (``passing``: the link tries again after it alone); any other
+        answer is AggregatorRefused (``_failed``). Before, every failure was the service away, and a
         service that refused the cancel was asked again for the link's recovery patience.
         RESOURCE_EXHAUSTED (the client's ``AggregatorBusy``) is passing too: no cancel is
         refused for the rounds a service holds, only for its load at that moment (its calls
@@ -187,13 +191,35 @@ class _ServiceControl(ABC):
         was settled by its outcome, "running": charged at n_min as one that may unmask."""
         try:
             await self.client.cancel(round_id)
-        except AggregatorBusy:
-            raise AggregatorUnavailable(grpc.StatusCode.RESOURCE_EXHAUSTED.name) from None
-        except grpc.aio.AioRpcError as error:
-            if error.code() in PASSING:
-                raise AggregatorUnavailable(error.code().name) from None
-            raise AggregatorRefused(f"the {self.kind} refused to cancel the round "
-                                    f"({error.code().name}: {error.details()})") from None
+        except (grpc.aio.AioRpcError, FedhhError) as error:
+            raise self._failed(error, "CancelRound") from None
+
+    def _failed(self, error: grpc.aio.AioRpcError | FedhhError, name_of_call: str
+                ) -> AggregatorUnavailable | AggregatorRefused:
+        """What a failed control call tells the link: the service away (``passing``), or
+        refused, in words that name the service, the call, the status and what the operator
+        does about it."""
+        code = status_code(error)
+        if code is not None and passing(error):
+            return AggregatorUnavailable(code.name)
+        call = error if isinstance(error, grpc.aio.AioRpcError) else error.__cause__
+        details = call.details() if isinstance(call, grpc.aio.AioRpcError) else str(error)
+        what = (f"refused {name_of_call} ({code.name}: {details})" if code is not None else
+                f"answered {name_of_call} against the wire contract ({details})")
+        return AggregatorRefused(f"the {self.kind} {what}; {_REMEDIES.get(code, _SEE_ITS_LOG)}")
+
+
+# What the operator does about a service's refusal, by its status.
+_TOKEN = ("the coordinator's --control-token-file must hold the token the service was "
+          "started with")
+_REMEDIES = {
+    grpc.StatusCode.UNAUTHENTICATED: _TOKEN,
+    grpc.StatusCode.PERMISSION_DENIED: _TOKEN,
+    grpc.StatusCode.UNIMPLEMENTED: ("--aggregator must name a fedhh aggregator or combiner of "
+                                    "this version"),
+    None: "the service's fedhh version must be the coordinator's",
+}
+_SEE_ITS_LOG = "the service's log says why"
 
 
 class _SingleControl(_ServiceControl):

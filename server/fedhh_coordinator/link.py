@@ -391,7 +391,7 @@ class NetworkLink:
             ended = aborted
             raise
         finally:
-            with contextlib.suppress(AggregatorUnavailable):
+            with contextlib.suppress(AggregatorUnavailable, AggregatorRefused):
                 outcome = await plan.service(self.aggregator).outcome(plan.round_id)
                 self.progress.observe_stage("", outcome.stage_devices)
             # (the next attempt's windows: ``_stretch_windows``)
@@ -484,9 +484,22 @@ class NetworkLink:
                     # (the service restarting) left the round running there, and the outcome
                     # read next, "running", charged the attempt at n_min as one that may yet
                     # unmask, although the cancel would have ended it before unmasking, free.
+                    # The cancel and the outcome share the one patience: before, each had its
+                    # own, and a service away past the deadline held the attempt for twice
+                    # recovery_patience_s and more (each wait's last pause ran past it: 3.0 s
+                    # at a patience of 1 s, 20 minutes and more at 600 s) before it was settled.
+                    give_up = loop.time() + self.recovery_patience_s
+                    log.warning(f"the round did not finish by its deadline: cancelling it at "
+                                f"the {plan.kind} and asking what became of it, for up to "
+                                f"{self.recovery_patience_s:g} s while the {plan.kind} does "
+                                "not answer; past that the attempt is settled as unknown, "
+                                "charged at n_min", extra={
+                                    "round_id": round_id.decode(errors="replace"),
+                                    "address": self._control_address(),
+                                    "patience_s": self.recovery_patience_s})
                     with contextlib.suppress(FedhhError):
-                        await self._patiently(plan, service.cancel)
-                    outcome = await self._patient_outcome(plan)
+                        await self._patiently(plan, service.cancel, give_up)
+                    outcome = await self._patient_outcome(plan, give_up)
                     raise _aborted("the round did not finish before its deadline",
                                    outcome) from None
                 except AggregatorUnavailable as error:
@@ -538,49 +551,77 @@ class NetworkLink:
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""
         while True:
-            with contextlib.suppress(AggregatorUnavailable):
+            try:
                 outcome = await service.outcome(plan.round_id)
+            except AggregatorRefused:
+                return  # (no later ask is answered: ``_patient_outcome`` says why)
+            except AggregatorUnavailable:
+                pass
+            else:
                 if outcome.state == "running":
                     self.progress.observe_stage(outcome.stage, outcome.stage_devices)
             await asyncio.sleep(1.0)
 
-    async def _patient_outcome(self, plan: RoundPlan) -> AggregatorOutcome:
+    async def _patient_outcome(self, plan: RoundPlan, give_up: float | None = None
+                               ) -> AggregatorOutcome:
         """The service's word on a round, waiting (with backoff) while it is unreachable;
-        unknown if it stays silent for ``recovery_patience_s``. Meanwhile the progress's stage
+        unknown if it stays silent for ``recovery_patience_s`` (or till ``give_up``, of the
+        loop's clock: the patience the caller began). Meanwhile the progress's stage
         reads "waiting for the aggregator at ADDRESS", a step of its own (``Progress.wait``),
         and once the service answers the stage it interrupted is a step again
         (``Progress.resume``); one given up stays the attempt's last step. (Before, the stage
         text alone was overwritten, so the round's timeline kept the interrupted stage
-        running through the wait.)"""
-        try:
-            return await self._patiently(plan, plan.service(self.aggregator).outcome)
-        except AggregatorUnavailable as error:
-            return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
-                                     f"{self._control_address()} stayed unreachable for "
-                                     f"{self.recovery_patience_s:g} s ({error})")
+        running through the wait.)
 
-    async def _patiently(self, plan: RoundPlan, call: Callable[[bytes], Awaitable[T]]) -> T:
+        A service that refuses to say (``AggregatorRefused``: its control token changed, a
+        call it does not serve, an answer that breaks the wire contract) leaves the round
+        unknown at once, charged at n_min, and the log says why and what to do: no wait
+        changes such an answer. Before, it was waited on for ``recovery_patience_s``, or,
+        for a refusal the client maps to its own error, the run failed with its attempt
+        left open and uncharged."""
+        where = f"the {plan.kind} at {self._control_address()}"
+        try:
+            return await self._patiently(plan, plan.service(self.aggregator).outcome, give_up)
+        except AggregatorUnavailable as error:
+            return AggregatorOutcome("unknown", reason=f"{where} stayed unreachable for "
+                                     f"{self.recovery_patience_s:g} s ({error})")
+        except AggregatorRefused as refused:
+            log.error(f"{where} refused to say what became of a round: it is settled as "
+                      "unknown now, charged at n_min as one whose unmasking nobody can rule "
+                      "out", extra={"round_id": plan.round_id.decode(errors="replace"),
+                                    "address": self._control_address(), "error": str(refused)})
+            return AggregatorOutcome("unknown", reason=f"at {self._control_address()}, "
+                                     f"{refused}")
+
+    async def _patiently(self, plan: RoundPlan, call: Callable[[bytes], Awaitable[T]],
+                         give_up: float | None = None) -> T:
         """``call(plan.round_id)`` at the service, tried again with backoff while it raises
-        ``AggregatorUnavailable``, for up to ``recovery_patience_s`` (then its last error is
-        raised); the progress shows the wait as ``_patient_outcome`` says."""
+        ``AggregatorUnavailable``, for up to ``recovery_patience_s`` (or till ``give_up``, of
+        the loop's clock): no try starts past it but the first, and no pause runs past it;
+        then its last error is raised. The progress shows the wait as ``_patient_outcome``
+        says."""
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.recovery_patience_s
+        if give_up is None:
+            give_up = loop.time() + self.recovery_patience_s
         backoff = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S)
         interrupted = None
         while True:
             try:
                 answer = await call(plan.round_id)
             except AggregatorUnavailable:
-                if loop.time() >= give_up:
+                left = give_up - loop.time()
+                if left <= 0:
                     raise
                 if interrupted is None:
                     interrupted = self.progress.wait(
                         f"waiting for the aggregator at {self._control_address()}")
+                await asyncio.sleep(min(backoff.pause(), left))
+                if loop.time() >= give_up:
+                    raise
             else:
                 if interrupted is not None:
                     self.progress.resume(interrupted)
                 return answer
-            await backoff.sleep()
 
     def _check_windows_ahead(self, plan: RoundPlan, devices: int) -> None:
         """RoundAborted when the plan's last deadline passed while it was drawn and signed:

@@ -31,6 +31,7 @@ class Combiner(pb_grpc.CombinerControlServicer):
 
     def __init__(self, *answers: grpc.StatusCode | None) -> None:
         self.answers = list(answers)
+        self.outcome_code = grpc.StatusCode.RESOURCE_EXHAUSTED  # (GetOutcome's answer)
         self.calls = 0
         self.acknowledged = asyncio.Event()
         self.hold: asyncio.Event | None = None
@@ -49,7 +50,9 @@ class Combiner(pb_grpc.CombinerControlServicer):
         return pb.CancelRoundResponse(state=pb.AGGREGATION_STATE_RELEASED)
 
     async def GetOutcome(self, request: Any, context: Any) -> pb.GetOutcomeResponse:
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "not now")
+        if self.outcome_code == grpc.StatusCode.OK:  # (an answer without a state)
+            return pb.GetOutcomeResponse()
+        await context.abort(self.outcome_code, "not now")
 
 
 async def serve(fake: Combiner, go: Any) -> None:
@@ -197,5 +200,48 @@ def test_an_outcome_answered_busy_is_the_service_away() -> None:
     async def go(combiner: Any) -> None:
         with pytest.raises(AggregatorUnavailable, match="RESOURCE_EXHAUSTED"):
             await combiner.outcome(ROUND)
+
+    asyncio.run(serve(fake, go))
+
+
+REMEDIES = {
+    grpc.StatusCode.UNAUTHENTICATED: "--control-token-file must hold the token",
+    grpc.StatusCode.PERMISSION_DENIED: "--control-token-file must hold the token",
+    grpc.StatusCode.UNIMPLEMENTED: "--aggregator must name a fedhh aggregator or combiner",
+    grpc.StatusCode.OK: "the service's fedhh version must be the coordinator's",
+}
+
+
+@pytest.mark.parametrize(("code", "away"), [
+    (grpc.StatusCode.UNAVAILABLE, True), (grpc.StatusCode.DEADLINE_EXCEEDED, True),
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, True),
+    (grpc.StatusCode.UNAUTHENTICATED, False), (grpc.StatusCode.PERMISSION_DENIED, False),
+    (grpc.StatusCode.UNIMPLEMENTED, False), (grpc.StatusCode.INVALID_ARGUMENT, False),
+    (grpc.StatusCode.FAILED_PRECONDITION, False), (grpc.StatusCode.NOT_FOUND, False),
+    (grpc.StatusCode.INTERNAL, False),
+    (grpc.StatusCode.OK, False)])  # (OK: an answer that breaks the wire contract)
+def test_an_outcome_refused_is_said_in_words_not_taken_for_the_service_away(
+        code: grpc.StatusCode, away: bool) -> None:
+    """GetOutcome, which the link asks again while the service is away
+    (``AggregatorUnavailable``, for up to its recovery patience, 600 s): an answer no later
+    try changes is ``AggregatorRefused``, naming the service, the call, the status and what
+    the operator does, so that the link settles the round at once. Before, every gRPC status
+    and a malformed answer read as the service away, asked again for 600 s, and a status the
+    client maps to its own error (UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION,
+    NOT_FOUND) escaped as that error, which failed the run."""
+    fake = Combiner(None)
+    fake.outcome_code = code
+
+    async def go(combiner: Any) -> None:
+        with pytest.raises(AggregatorUnavailable if away else AggregatorRefused) as raised:
+            await combiner.outcome(ROUND)
+        said = str(raised.value)
+        if away:
+            assert said == code.name
+            return
+        assert said.startswith(
+            "the combiner answered GetOutcome against the wire contract (" if code ==
+            grpc.StatusCode.OK else f"the combiner refused GetOutcome ({code.name}: not now)")
+        assert REMEDIES.get(code, "the service's log says why") in said
 
     asyncio.run(serve(fake, go))

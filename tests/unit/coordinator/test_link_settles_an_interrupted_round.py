@@ -1,7 +1,9 @@
 """The coordinator's network link settling a round it was interrupted in: a deadline's cancel
 that finds the service restarting is tried again before the round's outcome decides the
-charge, and a coordinator stopped while a released sum's charge waits for the store leaves
-that sum held for the next process to charge and read.
+charge, the cancel and the outcome sharing one patience; a service that refuses to say what
+became of a round has it settled at once, charged at n_min; and a coordinator stopped while a
+released sum's charge waits for the store leaves that sum held for the next process to charge
+and read.
 
 test_link_charging's fake service and devices, told here to fail chosen calls.
 """
@@ -9,6 +11,8 @@ test_link_charging's fake service and devices, told here to fail chosen calls.
 from __future__ import annotations
 
 import asyncio
+import logging
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,18 +35,26 @@ from test_link_charging import (
 )
 
 from fedhh.secagg import ReleaseEvidence
-from fedhh_coordinator.aggregation import AggregatorOutcome, AggregatorUnavailable
+from fedhh_coordinator import link
+from fedhh_coordinator.aggregation import (
+    AggregatorOutcome,
+    AggregatorRefused,
+    AggregatorUnavailable,
+)
 from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 
 
-def drive(store: Store, fleet: Fleet, combiner: FakeCombiner, **overrides: Any) -> None:
+def drive(store: Store, fleet: Fleet, combiner: FakeCombiner, patience_s: float | None = None,
+          **overrides: Any) -> None:
     """A run of ``config(**overrides)`` driven by a coordinator over ``combiner`` till it
-    ends."""
+    ends; ``patience_s``: the coordinator's for an aggregation service away."""
     async def go() -> None:
         await create_run(store, config(**overrides), "run")
         coordinator = Coordinator(store, fleet, combiner)
         coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        if patience_s is not None:
+            coordinator.runner.aggregator_patience_s = patience_s
         await asyncio.wait_for(coordinator.drive("run"), 60)
 
     asyncio.run(go())
@@ -88,6 +100,121 @@ def test_a_cancel_at_the_deadline_is_tried_again_while_the_service_restarts(
     assert cancels == ["unreachable", "unreachable", "cancelled"]
     assert attempts(store, "run") == [(1, "aborted", 0), (2, "released", SHARD)]
     assert spends(store, "run") == [(0, 2, SHARD)]
+
+
+def first_attempt_past_its_deadline(combiner: FakeCombiner) -> None:
+    """The first attempt's result call times out (its deadline and slack passed); the later
+    attempts' rounds release."""
+    single_result = combiner.single_result
+
+    async def times_out_first(round_id: bytes, dimension: int, timeout_s: float,
+                              on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                              ) -> tuple[np.ndarray, int]:
+        if first(round_id):
+            raise TimeoutError
+        return await single_result(round_id, dimension, timeout_s, on_release)
+
+    combiner.single_result = times_out_first  # type: ignore[method-assign]
+
+
+def first(round_id: bytes) -> bool:
+    return round_id.decode().split("/")[2] == "1"
+
+
+def settling() -> bool:
+    """Whether the link asks as it settles a round (not its stage's watcher, nor the round
+    summary's last look at the service's counts)."""
+    return any(frame.name == "_await_sum" for frame in traceback.extract_stack())
+
+
+def test_a_round_past_its_deadline_is_settled_within_one_patience(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The first attempt's round passes its deadline with the service away for good: the
+    cancel is tried for the coordinator's patience, and what is left of it, nothing, is the
+    outcome's; asked once more, the service silent, the attempt is settled unknown, charged at
+    n_min, and the log said so as the wait began. Before, the cancel and the outcome had a
+    patience each: the attempt waited twice as long (2 s here; 20 minutes at the default
+    600 s) before it was settled."""
+    patience_s = 1.0
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, SHARD)
+    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    first_attempt_past_its_deadline(combiner)
+    asked: list[tuple[str, float]] = []
+    answered = combiner.outcome
+
+    async def cancel(round_id: bytes) -> None:
+        assert first(round_id)
+        asked.append(("cancel", asyncio.get_running_loop().time()))
+        raise AggregatorUnavailable("UNAVAILABLE")
+
+    async def outcome(round_id: bytes) -> AggregatorOutcome:
+        if not first(round_id):
+            return await answered(round_id)
+        if settling():
+            asked.append(("outcome", asyncio.get_running_loop().time()))
+        raise AggregatorUnavailable("UNAVAILABLE")
+
+    combiner.cancel = cancel  # type: ignore[method-assign]
+    combiner.outcome = outcome  # type: ignore[method-assign]
+
+    with caplog.at_level(logging.WARNING, logger=link.log.name):
+        drive(store, fleet, combiner, patience_s=patience_s, shard_size=None,
+              target_devices=SHARD)
+    calls = [call for call, _ in asked]
+    assert calls[-1] == "outcome" and set(calls[:-1]) == {"cancel"}, calls
+    # (the cancel's tries all began within the patience, the first at once)
+    assert asked[-2][1] - asked[0][1] < patience_s
+    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert "stayed unreachable for 1 s" in store.rounds("run")[0].reason
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, SHARD)]
+    said = [r.getMessage() for r in caplog.records if "did not finish by its deadline" in
+            r.getMessage()]
+    assert said == ["the round did not finish by its deadline: cancelling it at the aggregator "
+                    "and asking what became of it, for up to 1 s while the aggregator does not "
+                    "answer; past that the attempt is settled as unknown, charged at n_min"]
+
+
+def test_a_service_that_refuses_to_say_what_became_of_a_round_has_it_settled_at_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Past the first attempt's deadline the service takes the cancel, then refuses
+    GetOutcome (its control token replaced mid-run): no wait changes that answer, so the
+    attempt is settled at once as unknown, charged at n_min (nobody can rule out that its
+    unmasking began), the refusal and what to do about it in its reason and in the log; the
+    next attempt releases. The coordinator's patience (an hour here) is not waited out.
+    Before, the refusal escaped the link (an error of its own kind from the client), the run
+    failed with the attempt open and uncharged; one the client leaves a status (UNIMPLEMENTED)
+    read as the service away and was asked again for the whole patience."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, SHARD)
+    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    first_attempt_past_its_deadline(combiner)
+    answered = combiner.outcome
+    refused: list[bytes] = []
+    refusal = ("the aggregator refused GetOutcome (UNAUTHENTICATED: bad token); the "
+               "coordinator's --control-token-file must hold the token the service was started "
+               "with")
+
+    async def outcome(round_id: bytes) -> AggregatorOutcome:
+        if first(round_id):
+            refused.append(round_id)
+            raise AggregatorRefused(refusal)
+        return await answered(round_id)
+
+    combiner.outcome = outcome  # type: ignore[method-assign]
+
+    with caplog.at_level(logging.ERROR, logger=link.log.name):
+        drive(store, fleet, combiner, patience_s=3600.0, shard_size=None,
+              target_devices=SHARD)
+    assert store.run("run").state == "done"
+    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, SHARD)]
+    reason = store.rounds("run")[0].reason
+    assert "nobody can say whether unmasking began" in reason and refusal in reason
+    assert combiner.cancelled[:1] == [combiner.opened[0][0]]
+    logged = [r for r in caplog.records if "refused to say what became of a round" in
+              r.getMessage()]
+    assert len(logged) == 1 and refusal in logged[0].error  # type: ignore[attr-defined]
 
 
 def test_a_coordinator_stopped_while_a_charge_waits_for_the_store_leaves_the_sum_held(
