@@ -38,7 +38,7 @@ import numpy as np
 from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
-from fedhh.rpc.control_client import patiently
+from fedhh.rpc.control_client import patiently, persevere
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh_aggregator.rounds import RoundState, check_tombstone_ttl, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
@@ -96,7 +96,8 @@ class Shard:
 
 
 # The first and the longest pause between two tries of a word to a worker that holds a
-# shard sum (``drop_held``).
+# shard sum (``drop_held``), or of a cancel or an outcome asked of a worker that is away
+# (``CombinedRound._abort``, ``CombinedRound._settle_from_outcome``).
 DROP_RETRY_S = 0.2
 DROP_RETRY_MAX_S = 5.0
 
@@ -179,6 +180,7 @@ class CombinedRound:
         # not, a journal from before it did)
         self._released_from: frozenset[int] | None = None
         self._cut_short = False  # settled as released before its total was rebuilt
+        self._aborting = False  # (``cancel`` waits for an abort under way)
         self._started = 0.0
 
     @property
@@ -313,7 +315,7 @@ class CombinedRound:
                 if remaining <= 0:
                     await worker.cancel(shard.round_id)
                     await self._settle_from_outcome(shard, "the shard did not finish by its "
-                                                    "deadline")
+                                                    "deadline", give_up)
                     return
                 result = await worker.result(shard.round_id, remaining, hold=True)
             except RoundAborted as aborted:
@@ -324,7 +326,8 @@ class CombinedRound:
             except (StateError, NotFoundError) as gone:
                 # Delivered to a previous combiner that stopped before it took the sum in, or
                 # forgotten by a worker without a journal.
-                await self._settle_from_outcome(shard, f"the worker no longer holds it ({gone})")
+                await self._settle_from_outcome(shard, f"the worker no longer holds it ({gone})",
+                                                give_up)
             except (grpc.aio.AioRpcError, FedhhError) as error:
                 if time.time() >= give_up:
                     self._shard_finished(shard, RoundState.ABORTED, "worker unreachable: "
@@ -376,12 +379,19 @@ class CombinedRound:
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
+    async def _settle_from_outcome(self, shard: Shard, why: str, give_up: float) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
-        assumed (its worker cannot say)."""
+        assumed (its worker cannot say). The word is asked again while the worker is away
+        (``persevere``: restarting, busy) until ``give_up`` (wall clock); an answer no later
+        try changes is taken at once. Before, it was asked once: a worker busy or restarting
+        at that moment left the shard charged at n_min, though its word would have said the
+        shard never reached unmasking."""
         outcome: RoundOutcome | None = None
+        control = self.pool[shard.worker].control
         with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-            outcome = await self.pool[shard.worker].control.outcome(shard.round_id)
+            outcome = await persevere(lambda: control.outcome(shard.round_id),
+                                      _loop_time(give_up), Backoff(DROP_RETRY_S,
+                                                                   DROP_RETRY_MAX_S))
         if outcome is None or (outcome.state == "unknown" and not outcome.durable):
             reached = True  # nobody can say it did not begin
         elif outcome.state == "unknown" and shard.opened:
@@ -455,14 +465,22 @@ class CombinedRound:
     async def _abort(self, reason: str, why: str) -> None:
         """Abort the round for ``reason``, its collectors stopped: each running shard is
         cancelled at its worker and settled by its word (``why`` where it has none), the sums
-        released shards' workers hold are dropped; nothing is released."""
+        released shards' workers hold are dropped; nothing is released. A worker away for the
+        cancel or the word (restarting, busy) is asked again for up to ``patience_s``, one
+        patience for both (``persevere``). Before, each was asked once: a worker busy at that
+        moment left its shard charged at n_min, though its word would have said the shard
+        never reached unmasking."""
+        self._aborting = True
         running = [s for s in self.shards if s.state == RoundState.RUNNING]
         released = [s for s in self.shards if s.state == RoundState.RELEASED]
 
         async def cancel_one(shard: Shard) -> None:
+            give_up = time.time() + self.limits.patience_s
+            control = self.pool[shard.worker].control
             with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                await self.pool[shard.worker].control.cancel(shard.round_id)
-            await self._settle_from_outcome(shard, why)
+                await persevere(lambda: control.cancel(shard.round_id), _loop_time(give_up),
+                                Backoff(DROP_RETRY_S, DROP_RETRY_MAX_S))
+            await self._settle_from_outcome(shard, why, give_up)
 
         self._drop_held(released, delivered=False)
         settled = await asyncio.gather(*(cancel_one(s) for s in running),
@@ -505,18 +523,31 @@ class CombinedRound:
     async def cancel(self) -> RoundState:
         """Abort every running shard at its worker, and drop the sums its released shards'
         workers hold for it; the round releases nothing. A round released before a restart
-        stays released (:meth:`settle_as_released`), its total dropped."""
-        if self.settle_as_released() or self.state != RoundState.RUNNING:
+        stays released (:meth:`settle_as_released`), its total dropped. The abort runs in a
+        task of its own, which a second cancel (the coordinator's, asked again past its call's
+        deadline while a worker is away) waits for too; the round's state once it ended."""
+        if self.settle_as_released():
             return self.state
-        if self._task is not None:
-            self._task.cancel()
-        await self._abort("cancelled", "cancelled")
-        # Expired as a settled round is: the cancel stopped the collector that would have.
-        # Before, a round cancelled and never fetched (the coordinator asks its outcome) held
-        # one of max_rounds until a restart.
-        self._task = asyncio.create_task(self._expire(),
-                                         name=f"cancelled {round_label(self.round_id)}")
+        if not self._aborting:
+            if self.state != RoundState.RUNNING:
+                return self.state
+            if self._task is not None:
+                self._task.cancel()
+            self._aborting = True
+            # Expired as a settled round is: the cancel stopped the collector that would
+            # have. Before, a round cancelled and never fetched (the coordinator asks its
+            # outcome) held one of max_rounds until a restart.
+            self._task = asyncio.create_task(self._cancelled(),
+                                             name=f"cancelled {round_label(self.round_id)}")
+        await self.finished.wait()
         return self.state
+
+    async def _cancelled(self) -> None:
+        try:
+            await self._abort("cancelled", "cancelled")
+        except asyncio.CancelledError:
+            return
+        await self._expire()
 
     async def live_outcomes(self) -> list[RoundOutcome | None]:
         """Each running shard's outcome from its worker now (None: unreachable, or not
@@ -534,6 +565,12 @@ class CombinedRound:
         outcomes = await asyncio.gather(*(ask(s) for s in self.shards))
         self.observe_unmask()
         return list(outcomes)
+
+
+def _loop_time(wall: float) -> float:
+    """The event loop's clock at wall-clock time ``wall`` (the shards' deadlines are the
+    latter's; ``persevere`` counts on the former)."""
+    return asyncio.get_running_loop().time() + wall - time.time()
 
 
 def _describe(error: BaseException) -> str:
