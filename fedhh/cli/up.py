@@ -38,6 +38,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator, contributors
+from fedhh.cli.up_budgets import refuse_spent_lifetime, refuse_unpaid_rounds
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.codebook import BUILTIN_NAMES, codebook_from_spec
 from fedhh.codec.shown import (
@@ -102,7 +103,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "temporary directory, removed at the end; only the last folder of the path "
                    "is made); a later `fedhh up` there "
                    "reuses them, its devices' budgets included (a rerun that would move a user "
-                   "to another device process is refused; users new to it get a token)")
+                   "to another device process, or whose devices' budgets cannot pay for a "
+                   "round, is refused before they start; users new to it get a token)")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,
                    help="give up after this many seconds in which the run made no progress "
                         "(no stage of a round began or ended; default 900)")
@@ -317,6 +319,7 @@ class TargetCheck:
         self.config = config
         self.planned = config  # (the coordinator's plan once solved: ``planned_run``)
         self.eps_local: float | None = None  # (its main rounds' eps_local, once solved)
+        self.round_eps: tuple[float, ...] | None = None  # (each round's, once solved)
         self._error: PrivacyError | None = None
         self._thread = threading.Thread(target=self._solve, name="fedhh-up-target-check",
                                         daemon=True)  # (Ctrl-C does not wait for it)
@@ -333,6 +336,7 @@ class TargetCheck:
             self.planned, ledger = with_most_completions(self.config, open_ledger,
                                                          lambda ledger: ledger.eps_local)
             self.eps_local = float(ledger.eps_local)
+            self.round_eps = tuple(ledger.round_epsilon(i) for i in range(ledger.rounds))
         except PrivacyError as error:
             self._error = error
         except Exception:  # (anything else is the coordinator's StartRun's to say)
@@ -439,6 +443,13 @@ def _run(args: argparse.Namespace) -> int:
         Mode.NETWORK)
     refuse_shards(config)
     refuse_over_lifetime(config)
+    per = -(-python_end // processes)
+    starts = [i * per for i in range(processes) if i * per < python_end]
+    hosts = {f"devices-{i}": range(lo, min(lo + per, python_end)) for i, lo in enumerate(starts)}
+    counted = [user for user in range(python_end) if has_items[user]]  # (n_min's devices)
+    # (a rerun's devices may have spent their lifetime budgets: said before anything starts)
+    refused = (refuse_spent_lifetime(Path(args.workdir), hosts, counted, config)
+               if args.workdir else set())
     target = TargetCheck(config)
     web = args.web or bool(args.web_devices)
     dist = None
@@ -481,13 +492,13 @@ def _run(args: argparse.Namespace) -> int:
                                 *(["--dashboard-port", "0"] if args.dashboard else []),
                                 *(["--demo-url", demo.url] if demo is not None else [])])
         planned = target.refuse_if_unmet()  # (solved meanwhile: no device started yet)
+        topo.refuse_moved_users(hosts)
+        if target.round_eps is not None:
+            refuse_unpaid_rounds(topo.workdir, hosts, [u for u in counted if u not in refused],
+                                 min_devices, target.round_eps)
         warn_past_run_codes(dataset, planned, devices, config, target.eps_local)
-        per = -(-python_end // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
-        starts = [i * per for i in range(processes) if i * per < python_end]
-        topo.refuse_moved_users({f"devices-{i}": range(lo, min(lo + per, python_end))
-                                 for i, lo in enumerate(starts)})
         for i, lo in enumerate(starts):
             topo.start_devices(f"devices-{i}", str(location),
                                f"{lo}:{min(lo + per, python_end)}", extra,
@@ -724,10 +735,16 @@ def explain(run: Any, results: Any) -> None:
 
 
 def _noted(hitter: Any) -> str:
-    """A row's note after its round: a row that stands for several cut prefixes showing the
-    same text says so, and that its estimate is their sum (`fedhh simulate` said it; before,
-    this list gave the sum as one prefix's count)."""
-    return f"; {hitter.note}" if hitter.note else ""
+    """A row's note after its round: a truncated row how much of its items it is
+    (``prefix_words``: before, its … alone said it was cut, its items' ends never found); a
+    row that stands for several cut prefixes showing the same text says so, and that its
+    estimate is their sum (`fedhh simulate` said it; before, this list gave the sum as one
+    prefix's count)."""
+    from fedhh.codec.shown import cut_bytes, prefix_words
+
+    cut = (f"; {prefix_words(hitter.bits, cut_bytes(hitter.item))}" if hitter.truncated
+           else "")
+    return cut + (f"; {hitter.note}" if hitter.note else "")
 
 
 def _released(run: Any) -> str:
