@@ -49,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a combiner names its workers' with --worker)")
     p.add_argument("--control-token-file", help="token for the aggregator's control API "
                    "(default: $FEDHH_CONTROL_TOKEN)")
+    p.add_argument("--aggregator-patience-seconds", type=options.positive_float, default=600.0,
+                   help="how long an aggregator (or combiner) that does not answer is waited "
+                        "for: before an attempt, the run failing past it; and to settle an "
+                        "attempt's round it ran, past the round's deadline its cancel and its "
+                        "outcome together, the attempt charged at n_min past it (default 600)")
     p.add_argument("--enrollment-tokens-file",
                    help="one-time enrollment tokens to accept, one per line (imported at start; "
                         "only their hashes are stored)")

@@ -491,9 +491,9 @@ class NetworkLink:
                     give_up = loop.time() + self.recovery_patience_s
                     log.warning(f"the round did not finish by its deadline: cancelling it at "
                                 f"the {plan.kind} and asking what became of it, for up to "
-                                f"{self.recovery_patience_s:g} s while the {plan.kind} does "
-                                "not answer; past that the attempt is settled as unknown, "
-                                "charged at n_min", extra={
+                                f"{self.recovery_patience_s:g} s (--aggregator-patience-"
+                                f"seconds) while the {plan.kind} does not answer; past that "
+                                "the attempt is settled as unknown, charged at n_min", extra={
                                     "round_id": round_id.decode(errors="replace"),
                                     "address": self._control_address(),
                                     "patience_s": self.recovery_patience_s})

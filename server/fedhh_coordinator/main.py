@@ -352,6 +352,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
                                                   "--aggregator-session-address")
                                     if args.aggregator_session_address else "")
         runner = Runner(store, aggregator, key, addresses, lobby, budget)
+        runner.aggregator_patience_s = args.aggregator_patience_seconds
         # One registry of round-key owners for the devices asking here and at every selector.
         owners = KeyOwners()
         devices = DeviceService(store, lobby, key, verifier,

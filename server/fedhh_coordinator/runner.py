@@ -73,8 +73,8 @@ class Runner:
         self._cancel_asked = asyncio.Event()
         self.retry_delay_s = 1.0
         # How long an unreachable aggregation service is waited for, before an attempt or
-        # once it ran the attempt's round, and the first pause between polls
-        # (``NetworkLink._await_aggregator``, ``NetworkLink._patient_outcome``).
+        # once it ran the attempt's round (--aggregator-patience-seconds), and the first pause
+        # between polls (``NetworkLink._await_aggregator``, ``NetworkLink._patient_outcome``).
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
         self.aggregator_poll_s = AGGREGATOR_POLL_S
         # How long the charge before a sum's read is retried while the store is unavailable

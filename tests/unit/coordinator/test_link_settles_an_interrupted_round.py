@@ -171,8 +171,9 @@ def test_a_round_past_its_deadline_is_settled_within_one_patience(
     said = [r.getMessage() for r in caplog.records if "did not finish by its deadline" in
             r.getMessage()]
     assert said == ["the round did not finish by its deadline: cancelling it at the aggregator "
-                    "and asking what became of it, for up to 1 s while the aggregator does not "
-                    "answer; past that the attempt is settled as unknown, charged at n_min"]
+                    "and asking what became of it, for up to 1 s (--aggregator-patience-"
+                    "seconds) while the aggregator does not answer; past that the attempt is "
+                    "settled as unknown, charged at n_min"]
 
 
 def test_a_service_that_refuses_to_say_what_became_of_a_round_has_it_settled_at_once(
