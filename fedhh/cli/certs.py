@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import ipaddress
 import itertools
 import os
 import re
@@ -69,7 +68,6 @@ TLS_FILES = ("ca.pem", "ca.key", "server.pem", "server.key")
 DEVICE_TOKEN = re.compile(rb"[0-9a-fA-F]{64}")
 # A DNS label: letters, digits and hyphens, not at either end (RFC 1123), and underscores,
 # which Docker and compose allow in the service names containers reach each other by.
-DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 
 def register(subparsers: Any) -> None:
@@ -205,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--hosts needs at least one host name")
     hosts = [h.strip() for h in args.hosts.split(",")]
     for host in hosts:
-        problem = host_problem(host)
+        problem = options.host_problem(host)
         if problem:
             raise ConfigError(f"--hosts: {host!r} {problem}")
     if not args.secrets:
@@ -309,35 +307,6 @@ def shared_folder(out: Path, secrets_dir: Path) -> str:
     if b in a.parents:
         return "holds the --out folder"
     return ""
-
-
-def host_problem(host: str) -> str | None:
-    """Why ``host`` cannot be a name of the server certificate, or None: an IP address, or a
-    DNS name of labels of 1 to 63 characters (no wildcard: the certificate names each host)."""
-    try:
-        ipaddress.ip_address(host)
-        return None
-    except ValueError:
-        pass
-    if not host:
-        return "is empty (two commas in a row, or one at an end)"
-    if any(c.isspace() for c in host):
-        return "contains a space"
-    if "*" in host:
-        return "is a wildcard; name each host the certificate is for"
-    if not host.isascii():
-        return "is not ASCII; give an international name in its xn-- form"
-    if len(host) > 253:
-        return f"is {len(host)} characters long; a DNS name has at most 253"
-    for label in host.split("."):
-        if not label:
-            return "has an empty label (two dots in a row, or a dot at an end)"
-        if len(label) > 63:
-            return f"has a label of {len(label)} characters; a DNS label has at most 63"
-        if not DNS_LABEL.fullmatch(label):
-            return (f"has the label {label!r}: a label is letters, digits, hyphens (not at "
-                    "either end) and underscores")
-    return None
 
 
 def _check_rewritable(path: Path) -> None:

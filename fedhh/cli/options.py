@@ -4,6 +4,7 @@ argparse prefixes with the option's name."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import re
 import sys
@@ -179,14 +180,51 @@ def remote_address(text: str) -> str:
             or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"must be HOST:PORT with a port 1 to 65535, got "
                                          f"{text!r}")
-    # A host with a scheme, a path, a port of its own or a space (compose's
+    # A host with a scheme, a path, a port of its own, a space (compose's
     # FEDHH_AGGREGATOR_PUBLIC_HOST=https://fedhh.example.org made the address devices are told
-    # "https://fedhh.example.org:7100", accepted until every device failed to dial it)
-    if not re.fullmatch(r"\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^\s/:@?#\[\]]+", host):
+    # "https://fedhh.example.org:7100", accepted until every device failed to dial it) or any
+    # other character no host name has (bad_host! was accepted, and failed at the first call)
+    if re.fullmatch(r"\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]", host):
+        return text
+    problem = ("holds a colon (a scheme, or a port twice; an IPv6 address goes in brackets, "
+               "[::1]:7000)" if ":" in host else host_problem(host.removesuffix(".")))
+    if problem is not None:
         raise argparse.ArgumentTypeError(
-            f"must be HOST:PORT with a port 1 to 65535, HOST a name or an IP address (no "
-            f"scheme, path or space; an IPv6 address in brackets, [::1]:7000), got {text!r}")
+            f"must be HOST:PORT with a port 1 to 65535, HOST a name or an IP address, got "
+            f"{text!r}: the host {problem}")
     return text
+
+
+DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not a host name, or None: an IP address, or a DNS name of labels of 1 to
+    63 characters (no wildcard: a server certificate names each host; ``fedhh certs``)."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if not host:
+        return "is empty (two commas in a row, or one at an end)"
+    if any(c.isspace() for c in host):
+        return "contains a space"
+    if "*" in host:
+        return "is a wildcard: name each host"
+    if not host.isascii():
+        return "is not ASCII; give an international name in its xn-- form"
+    if len(host) > 253:
+        return f"is {len(host)} characters long; a DNS name has at most 253"
+    for label in host.split("."):
+        if not label:
+            return "has an empty label (two dots in a row, or a dot at an end)"
+        if len(label) > 63:
+            return f"has a label of {len(label)} characters; a DNS label has at most 63"
+        if not DNS_LABEL.fullmatch(label):
+            return (f"has the label {label!r}: a label is letters, digits, hyphens (not at "
+                    "either end) and underscores")
+    return None
 
 
 def connection_problem(details: str, address: str | None, ca: str | None,
