@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 import numpy as np
@@ -119,6 +119,26 @@ _REFUSALS = RoundFailures(log, "refused the round", detail_field="reason")
 # the round's config or made its report) tries to give up its seat (``decline_round``): one
 # try, no retry, so that a stop is not held up by an aggregator that does not answer.
 DECLINE_ON_STOP_S = 2.0
+
+
+class _Entered(asyncio.Semaphore):
+    """The fleet's bound on streams opening at once, as one device's session goes through it:
+    ``entered`` once the device got in (its stream may then have told the aggregator
+    something). A device waiting there has told it nothing: in a fleet of thousands, most of
+    those holding a task when a stop comes."""
+
+    def __init__(self, opening: asyncio.Semaphore) -> None:
+        super().__init__()
+        self._opening = opening
+        self.entered = False
+
+    async def acquire(self) -> Literal[True]:
+        await self._opening.acquire()
+        self.entered = True
+        return True
+
+    def release(self) -> None:
+        self._opening.release()
 
 
 def log_round_counts() -> None:
@@ -265,7 +285,8 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                computing: ComputeTurns | None, failures: RoundFailures.Reporter,
                late: RoundFailures.Reporter, refusals: RoundFailures.Reporter) -> str:
     started = time.perf_counter()
-    taking_part = False
+    entry = None if opening is None else _Entered(opening)
+    began = False  # (participating: through the opening, where there is one, it sent something)
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
         # The task carries the proof; the keys it proves are the ones this device presented.
@@ -278,21 +299,24 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
             _check_clock(device)
             if callable(ones):
                 ones = await ones()
-            taking_part = True
+            began = True
             result = await participate(channel, device, ones, identity_key=key,
                                        admission=admission, drop_at=drop_at, rng=rng,
                                        observe=stats.calls.record, transport=transport,
-                                       opening=opening, computing=computing)
+                                       opening=entry, computing=computing)
     except FedhhError as error:
         refusals.failed("refused", "config", task.secagg_id, str(error))
         await decline_round(channel, task, key, public, round_keys, coordinator_public, rng)
         return "failed"
     except asyncio.CancelledError:
-        # Stopped (its process asked to stop) before it sent its aggregator anything: its seat
+        # Stopped (its process asked to stop) before it sent its aggregator anything (checking
+        # the config, making its report, waiting for its turn to open its stream): its seat
         # is given up, so that the round's first stage does not wait for it to the deadline.
         # Before, nothing was sent, and the stage waited. (Once it takes part, its stream's end
-        # tells the aggregator, or it is a dropout at the stage's deadline, as any.)
-        if not taking_part:
+        # tells the aggregator, or it is a dropout at the stage's deadline, as any. Over the
+        # unary calls, which take no turn to open, one stopped after it advertised declines
+        # too: refused, FAILED_PRECONDITION, which changes nothing.)
+        if not began or (entry is not None and not entry.entered):
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(DECLINE_ON_STOP_S):
                     await decline_round(channel, task, key, public, round_keys,

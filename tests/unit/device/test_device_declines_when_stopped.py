@@ -1,8 +1,9 @@
 """A device whose process is asked to stop while it holds a task it has not yet taken part in
-(checking the round's config, making its report) gives up its seat once (``Decline``), so
-that the round's first stage does not wait for it to the deadline; one that has taken part
-sends nothing more (its stream's end, or the deadline, tells the aggregator). Before, a stop
-there cancelled the device and nothing was sent: the stage waited for it to its deadline."""
+(checking the round's config, making its report, waiting its turn to open its stream) gives
+up its seat once (``Decline``), so that the round's first stage does not wait for it to the
+deadline; one that has taken part sends nothing more (its stream's end, or the deadline, tells
+the aggregator). Before, a stop there cancelled the device and nothing was sent: the stage
+waited for it to its deadline."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from aggregator_testkit import COORDINATOR_PUBLIC, Cohort, make_cohort
 from networked_kit import RefusingAggregator
 
+from fedhh.rpc.device_client import Transport
 from fedhh.secagg import Threat, choose_parameters
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.fleet import FleetStats
@@ -66,6 +68,69 @@ def test_a_device_stopped_while_it_makes_its_report_declines_once() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
     assert aggregator.calls == ["Decline"]
+
+
+def test_a_device_stopped_while_it_waits_to_open_its_stream_declines_once() -> None:
+    """In a fleet of thousands most devices holding a task wait their turn to open their
+    session streams (the fleet's ``opening``): stopped there, each has told its aggregator
+    nothing, and gives up its seat."""
+    cohort = _cohort()
+    aggregator = RefusingAggregator()
+
+    async def scenario() -> None:
+        opening = asyncio.Semaphore(0)  # (every turn taken by other devices)
+        device = asyncio.create_task(run_secure_aggregation(
+            aggregator,  # type: ignore[arg-type]
+            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
+            np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40),
+            transport=Transport.STREAM, opening=opening))
+        while not opening._waiters:  # (the device waits for its turn)
+            await asyncio.sleep(0)
+        device.cancel()
+        await asyncio.gather(device, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert aggregator.calls == ["Decline"]
+
+
+class HeldStream(RefusingAggregator):
+    """Records every call; a session stream it opens never answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened = asyncio.Event()
+
+    def Session(self, *args: object, **kwargs: object) -> object:
+        self.calls.append("Session")
+        self.opened.set()
+
+        class Call:
+            async def read(self) -> object:
+                await asyncio.Event().wait()
+                raise AssertionError("unreachable")
+
+            def cancel(self) -> None:
+                return None
+
+        return Call()
+
+
+def test_a_device_stopped_once_its_stream_opened_sends_no_decline() -> None:
+    cohort = _cohort()
+    aggregator = HeldStream()
+
+    async def scenario() -> None:
+        device = asyncio.create_task(run_secure_aggregation(
+            aggregator,  # type: ignore[arg-type]
+            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
+            np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40),
+            transport=Transport.STREAM, opening=asyncio.Semaphore(1)))
+        await asyncio.wait_for(aggregator.opened.wait(), 30)
+        device.cancel()
+        await asyncio.gather(device, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert aggregator.calls == ["Session"]
 
 
 def test_a_device_stopped_once_it_takes_part_sends_no_decline() -> None:
