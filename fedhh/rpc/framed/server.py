@@ -10,7 +10,8 @@ messages and this port 0.35-0.51, and 0.27-0.44 ms on a GetTask call where this 
 0.12-0.21 (docs/benchmarks/grpc-floor.md, 2,000 devices on two shared connections).
 
 A call opens with the method's path and its metadata (``FramedOpen``, at most
-``MAX_OPEN_BYTES``: gRPC's own cap on a call's metadata; a larger one ends RESOURCE_EXHAUSTED).
+``MAX_OPEN_BYTES``, the gRPC port's cap on a call's metadata; a larger one ends
+RESOURCE_EXHAUSTED, as there).
 Before its handler runs, as gRPC's port: a method the port does not serve ends UNIMPLEMENTED,
 and one whose credential check fails UNAUTHENTICATED, its request never read.
 
@@ -86,6 +87,7 @@ from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
 from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, REQUEST_TIMEOUT_S, RequestWaits
 from fedhh.rpc.serving import (
     MAX_CONNECTION_IDLE_MS,
+    MAX_METADATA_BYTES,
     CredentialCheck,
     UnparsableRequest,
     check_receive_cap,
@@ -110,9 +112,9 @@ BACKLOG = 4096
 # Each connection is an open file: a device holds one for its session (a device process one per
 # --devices-per-connection devices).
 MAX_CONNECTIONS = 16384
-# A call's OPEN (its method and metadata): gRPC's default cap on a call's metadata
-# (grpc.max_metadata_size), so a stream held open costs no more here than there.
-MAX_OPEN_BYTES = 8 << 10
+# A call's OPEN (its method and metadata): the gRPC port's cap on a call's metadata, so a
+# stream held open costs no more here than there.
+MAX_OPEN_BYTES = MAX_METADATA_BYTES
 # (A process serves one framed port; its methods are the port's routes, a bounded set.)
 # (a tally, fedhh.rpc.tally: every device's every call is counted)
 CALLS = CountFamily("fedhh_framed_calls_total", "Calls opened on the framed port", ["method"])
