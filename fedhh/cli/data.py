@@ -201,13 +201,14 @@ def _import(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset
-    from fedhh.data.truth import ground_truth
+    from fedhh.data.truth import exact_top, ground_truth
 
     dataset = resolve_dataset(args.dataset, args.cache_dir, progress=True)
     summary = dataset.summary()
     tokens = dataset.tokens_per_user()
     distinct = dataset.distinct_per_user()
     truth = ground_truth(dataset, progress=True)
+    top_ids, tied = exact_top(dataset, truth.weighted, args.top)
     quantiles = [0.1, 0.5, 0.9, 0.99]
     report: dict[str, Any] = {
         **summary,
@@ -218,7 +219,7 @@ def _inspect(args: argparse.Namespace) -> int:
         "top_weighted": [
             {"item": dataset.vocabulary[i], "weighted": float(truth.weighted[i]),
              "unweighted": float(truth.unweighted[i])}
-            for i in truth.top(args.top, weighted=True).tolist()
+            for i in top_ids.tolist()
         ],
         "top_unweighted": [
             {"item": dataset.vocabulary[i], "unweighted": float(truth.unweighted[i])}
@@ -273,8 +274,13 @@ def _inspect(args: argparse.Namespace) -> int:
         from fedhh.cli.simulate import column_cut_note
 
         print(f"  {column_cut_note(report['top_weighted'], rows, INSPECT_COLUMNS_MAX)}")
-    if (tie := _tie_at_the_cut(truth.weighted, len(report["top_weighted"]))):
-        print(f"  {tie}")
+    if tied:
+        # (exactly equal shares: before, shares equal to 5 digits, 0.123454 beside 0.123446)
+        last, listed = report["top_weighted"][-1]["weighted"], len(report["top_weighted"])
+        print(f"  ({tied:,} more {'item holds' if tied == 1 else 'items hold'} exactly the "
+              f"weighted share of the last row listed, {last:.5f}: the cut falls inside that "
+              f"tie, its rows listed in the vocabulary's order; --top {listed + tied:,} lists "
+              "them)")
     past = report["past_the_codes"]
     if past["items"]:
         # (an item of 1,023 small letters and one of 1,024 were listed alike, and nothing said
@@ -296,25 +302,6 @@ def _inspect(args: argparse.Namespace) -> int:
               + ("" if past["items"] <= PAST_NAMED else
                  f" (--json's past_the_codes lists {len(past['heaviest']):,})"))
     return 0
-
-
-def _tie_at_the_cut(weighted: np.ndarray, listed: int) -> str:
-    """The line under inspect's list where items it leaves out show the last listed row's
-    weighted share, as `fedhh simulate` says of its list (``more_hitters``): with --top 2 over
-    items held alike, ``a`` and ``b`` were listed as the top two and nothing said that ``c``
-    held as much, left out for its place in the vocabulary."""
-    if not 0 < listed < weighted.size:
-        return ""
-    order = np.lexsort((np.arange(weighted.size), -weighted))
-    last = f"{weighted[order[listed - 1]]:.5f}"
-    rest = weighted[order[listed:]]
-    tied = sum(1 for share in rest[rest >= float(last) - 1e-5].tolist()
-               if f"{share:.5f}" == last)
-    if not tied:
-        return ""
-    return (f"({tied:,} more {'item shows' if tied == 1 else 'items show'} the weighted share "
-            f"{last}, as the last row listed: the cut falls inside that tie, its rows listed "
-            f"in the vocabulary's order; --top {listed + tied:,} lists them)")
 
 
 PAST_COLUMNS_MAX = 40  # (each of the heaviest items past the codes' limit, in the note)

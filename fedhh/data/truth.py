@@ -22,6 +22,7 @@ import logging
 import os
 import weakref
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,70 @@ def _compute_truth(dataset: FederatedDataset, meter: Meter) -> GroundTruth:
     users = dataset.num_users
     unweighted = holders / users if users else holders.astype(np.float64)
     return GroundTruth(weighted, unweighted)
+
+
+def exact_weighted_sums(dataset: FederatedDataset, ids: np.ndarray) -> dict[int, Fraction]:
+    """``sum_u count_u(w) / total_u`` of each item id ``w`` in ``ids``, exactly: the weighted
+    share times the users with items, which is the same for every item, so the sums order and
+    tie as the shares do. One pass over the entries; each item's counts are summed by the
+    user's total first (integers), so the fractions are as many as an item's distinct
+    totals."""
+    wanted = np.unique(np.asarray(ids, dtype=np.int64))
+    by_total: dict[tuple[int, int], int] = {}
+    indptr = dataset.indptr
+    for lo, hi in user_chunks(indptr, _CHUNK):
+        a, b = int(indptr[lo]), int(indptr[hi])
+        if b == a:
+            continue
+        items = np.asarray(dataset.items[a:b]).astype(np.int64)
+        counts = np.asarray(dataset.counts[a:b]).astype(np.int64)
+        lengths = np.diff(np.asarray(indptr[lo : hi + 1]))
+        has = lengths > 0
+        starts = np.asarray(indptr[lo:hi])[has] - a
+        totals = np.repeat(np.add.reduceat(counts, starts), lengths[has])
+        mask = np.isin(items, wanted)
+        if mask.any():
+            pairs, where = np.unique(np.stack([items[mask], totals[mask]]), axis=1,
+                                     return_inverse=True)
+            sums = np.zeros(pairs.shape[1], dtype=np.int64)
+            np.add.at(sums, where.ravel(), counts[mask])
+            for item, total, count in zip(pairs[0].tolist(), pairs[1].tolist(),
+                                          sums.tolist(), strict=True):
+                by_total[(item, total)] = by_total.get((item, total), 0) + count
+        release_pages(dataset.items, dataset.counts)
+    exact = {int(item): Fraction(0) for item in wanted.tolist()}
+    for (item, total), count in by_total.items():
+        exact[item] += Fraction(count, total)
+    return exact
+
+
+def exact_top(dataset: FederatedDataset, weighted: np.ndarray,
+              k: int) -> tuple[np.ndarray, int]:
+    """The ``k`` item ids of the largest weighted share (``weighted``, the dataset's float
+    truth), most first, items of equal shares by id; and how many items left out hold exactly
+    the last one's share (a cut inside a tie). The float shares are sums in another order
+    than exact ones: two items held alike (1/2 + 1/6 against 1/3 + 1/3) may differ in their
+    last bits, and two items a digit apart at the fifth digit are no tie; so the items whose
+    float share lies within the sums' rounding error of the k-th's are ordered by their exact
+    sums (``exact_weighted_sums``)."""
+    n = weighted.size
+    k = min(k, n)
+    order = np.lexsort((np.arange(n), -weighted))
+    if k <= 0:
+        return order[:0], 0
+    kth = float(weighted[order[k - 1]])
+    # (each share rounded once, summed over at most every user and chunk, then divided: the
+    # float differs from the exact share by less than this many units in the last place)
+    slack = kth * (dataset.num_users + dataset.num_users // _CHUNK + 4) * 2.0 ** -52
+    band = np.flatnonzero(np.abs(weighted - kth) <= slack)
+    if band.size <= 1:
+        return order[:k], 0
+    exact = exact_weighted_sums(dataset, band)
+    above = order[:k][weighted[order[:k]] > kth + slack]
+    ranked = sorted(band.tolist(), key=lambda item: (-exact[item], item))
+    chosen = ranked[:k - above.size]
+    tied = sum(1 for item in ranked[k - above.size:] if exact[item] == exact[chosen[-1]])
+    return np.concatenate([above, np.asarray(chosen, dtype=order.dtype)]), tied
 
 
 _CONTENTS: weakref.WeakKeyDictionary[FederatedDataset, str] = weakref.WeakKeyDictionary()
