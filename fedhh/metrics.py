@@ -18,7 +18,8 @@ For an output H (ordered by true frequency) and the true ranking x*_1, x*_2, ...
   counts what the rounds found alone;
 - weight ratio WR(H) = sum_{x in H} p(x) / sum_{i <= |H|} p(x*_i) and utility loss 1 - WR(H)
   (Appendix "Adaptive Segmentation Exploration");
-- recall of the true top-k for several k;
+- recall of the true top-k for several k, each k whose top is not a smaller k's again
+  (``reached_ranks``: over 10 items, the top 10 alone);
 - the marginal discovered-frequency curve: for each i, the sum of p over the sliding window
   (x_{i-W}, ..., x_i) of H ordered by true frequency, and the same for the true top list.
 """
@@ -119,10 +120,9 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
         # it, and the utility loss showed as -0.0000)
         ratio = min(float(freq.sum()) / best, 1.0) if best > 0 else 0.0
         recall = {}
-        for k in top_k:
+        for k in reached_ranks(top_k, ranking.size):
             top = truth.top_codes(which, k)
-            if top.size:
-                recall[str(k)] = float(np.isin(top, codes).sum() / top.size)
+            recall[str(k)] = float(np.isin(top, codes).sum() / top.size)
         report[which] = {
             "true_positives": positives,
             "false_positives": int(codes.size - positives),
@@ -132,6 +132,8 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
             "utility_loss": 1.0 - ratio,
             "recall_at": recall,
         }
+    # (the items some user holds, which cap every top-k: recall_at says which k it reached)
+    report["held_items"] = int(truth.ranking("weighted").size)
     report["true_positives"] = report["weighted"]["true_positives"]
     report["false_positives"] = report["weighted"]["false_positives"]
     report["false_positive_ratio"] = report["weighted"]["false_positive_ratio"]
@@ -163,6 +165,19 @@ def held_by_some_user(hitters_codes: np.ndarray, truth: Truth) -> np.ndarray:
 WHOLE_TOP_K = (50, 100, 1000)
 
 
+def reached_ranks(top_k: Sequence[int], held: int) -> list[int]:
+    """The k of ``top_k`` whose top is not the top of a smaller k again, over a ranking of
+    ``held`` items: those up to ``held``, and the least above it, whose top is every item
+    (over 10 items, recall at the top 100, 1,000 and 10,000 was the top 10's figure three
+    times more, read as three more findings): ``[10]`` over 10 items, ``[10, 100]`` over 50,
+    ``[10]`` over 4."""
+    ranks = [k for k in top_k if k <= held]
+    above = [k for k in top_k if k > held]
+    if held > 0 and held not in ranks and above:
+        ranks.append(min(above))
+    return ranks
+
+
 def whole_recall(item_codes: np.ndarray, truth: Any, whole_codes: np.ndarray,
                  top_k: Sequence[int] = WHOLE_TOP_K) -> dict[str, float]:
     """Share of the k most frequent *items* (weighted distribution, ``GroundTruth``) found
@@ -171,9 +186,9 @@ def whole_recall(item_codes: np.ndarray, truth: Any, whole_codes: np.ndarray,
     of them (issue 27)."""
     found = np.asarray(whole_codes)
     out = {}
-    for k in top_k:
+    for k in reached_ranks(top_k, int(np.count_nonzero(truth.weighted > 0))):
         top = np.asarray(item_codes)[truth.top(k)]
-        out[str(k)] = float(np.mean(np.isin(top, found))) if top.size else 0.0
+        out[str(k)] = float(np.mean(np.isin(top, found)))
     return out
 
 

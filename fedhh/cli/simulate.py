@@ -65,7 +65,7 @@ from fedhh.config import MAX_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args, given_text
 from fedhh.data.long_items import past_the_codes
 from fedhh.errors import ConfigError, PrivacyError
-from fedhh.metrics import held_by_some_user
+from fedhh.metrics import TOP_K, held_by_some_user
 from fedhh.server.causes import (
     completion_thresholds,
     cut_cause,
@@ -702,10 +702,34 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
               f"{metrics['false_positives']:,} (ratio {metrics['false_positive_ratio']:.3f})")
         print(f"its utility loss: weighted {w['utility_loss']:.4f}, unweighted "
               f"{u['utility_loss']:.4f}")
-        recall = ", ".join(f"top-{k} {v:.2f}" for k, v in w["recall_at"].items())
-        print(f"its recall (weighted ranking): {recall}")
+        print(f"its recall (weighted ranking): {recall_line(metrics, items)}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def recall_line(metrics: dict[str, Any], distinct: int | None = None) -> str:
+    """The recall at each top k whose top is not a smaller k's again (``reached_ranks``), and,
+    where the dataset's items are fewer than the largest k, which k there is no top of: over
+    10 items, the line read "top-10 1.00, top-100 1.00, top-1000 1.00, top-10000 1.00", the
+    top 10's figure four times. ``distinct``: the dataset's distinct items, more than the
+    ranking's where items longer than the codes are one code (three URLs alike for 60 bits)."""
+    recall = metrics["weighted"]["recall_at"]
+    held = metrics.get("held_items")
+    shown = ", ".join(f"top-{k} {v:.2f}" for k, v in recall.items())
+    if not isinstance(held, int) or held >= max(TOP_K):
+        return shown
+    if not held:
+        return "none (no user holds an item)"
+    missing = [f"{k:,}" for k in TOP_K if k > held and str(k) not in recall]
+    every = max(map(int, recall))
+    apart = ("" if distinct is None or distinct == held else
+             f" as the codes tell them apart, of the data's {distinct:,}")
+    said = [f"the users hold {held:,} {_plural(held, 'item')}{apart}"
+            + ("" if every == held else f", every one in the top {every:,}")]
+    if missing:
+        said.append("there is no top " + (missing[0] if len(missing) == 1 else
+                                          f"{', '.join(missing[:-1])} or {missing[-1]}"))
+    return f"{shown} ({': '.join(said)})"
 
 
 def privacy_line(privacy: dict[str, Any]) -> str:
