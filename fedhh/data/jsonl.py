@@ -39,7 +39,7 @@ from typing import Any
 
 from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
 from fedhh.data.progress import Meter
-from fedhh.data.text import ID_KEYS, Importer, refuse_classic_mac, user_lines
+from fedhh.data.text import ID_KEYS, Importer, import_warning, refuse_classic_mac, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
@@ -330,7 +330,8 @@ class _Records:
         if self.key is None or self.lines < 2:
             return
         last = "" if self.lines < self.LINES else f" (the first {self.LINES:,} lines)"
-        logger.warning(
+        import_warning(
+            logger,
             "%s: every line%s is an object holding the key %s, a different count on each "
             "line, as a table's records are ({%s: 7, \"item\": 42}); it was read as item "
             "counts, every user holding the item %s: if the file is a table of (user, item) "

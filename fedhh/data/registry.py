@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -264,7 +265,26 @@ def import_path(
         if not (target / "meta.json").exists():
             convert = {"leaf": import_leaf, "jsonl": import_jsonl}.get(kind, import_text)
             convert(source, target, lowercase=lowercase, progress=progress, require_items=True)
+            return target
+    # (a cached conversion: what its import said of the file, said again, as each run that
+    # converts it would; before, the first run alone heard that its items were split or its
+    # rows read as records)
+    for said in _import_warnings(target):
+        logger.warning("%s", said)
     return target
+
+
+def _import_warnings(target: Path) -> list[str]:
+    """The warnings a conversion's import said (``IMPORT_WARNINGS`` in its stats); none where
+    its meta.json does not read (``load_dataset`` says what is wrong with it)."""
+    from fedhh.data.text import IMPORT_WARNINGS
+
+    try:
+        stats = json.loads((target / "meta.json").read_text(encoding="utf-8")).get("stats")
+        said = stats.get(IMPORT_WARNINGS, []) if isinstance(stats, dict) else []
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return []
+    return [text for text in said if isinstance(text, str)] if isinstance(said, list) else []
 
 
 def _unknown_builtin(name: str) -> str:

@@ -39,6 +39,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,21 @@ from fedhh.input_files import (
 )
 
 logger = logging.getLogger(__name__)
+
+# The warnings of the import under way (`Importer`), kept in its dataset's ``stats`` under
+# ``IMPORT_WARNINGS``: a cached conversion says them again (`fedhh.data.registry.import_path`).
+IMPORT_WARNINGS = "import_warnings"
+_SAID: ContextVar[list[str] | None] = ContextVar("fedhh_import_warnings", default=None)
+
+
+def import_warning(log: logging.Logger, message: str, *args: object) -> None:
+    """Log ``message % args`` on ``log`` as a warning of the file's import, and keep it for
+    the dataset's ``stats`` when an `Importer` is converting: a file's defects are said at
+    every run that reads its cached conversion, not at the first alone."""
+    said = _SAID.get()
+    if said is not None:
+        said.append(message % args if args else message)
+    log.warning(message, *args)
 
 # One user's line: far above any real user's items (a million 60-byte items), and a bound on
 # what a file without line breaks (a binary file, /dev/zero) can make the reader hold.
@@ -126,7 +142,8 @@ class Separators:
         """One warning for the whole import (none when nothing was split so), and one for the
         lines that began with a byte-order mark, if any."""
         if self.marks:
-            logger.warning(
+            import_warning(
+                logger,
                 "%s: %d line%s after the first begin%s with a byte-order mark (U+FEFF), as a "
                 "file joined after another (cat) brings at its start (the first, %s: its item "
                 "%r); it is kept as part of the item, another item than the one without it: "
@@ -139,7 +156,8 @@ class Separators:
         read = ("no item" if not pieces else f"the item {_cut(pieces[0])!r}" if len(pieces) == 1
                 else "the items " + ", ".join(repr(_cut(p)) for p in pieces[:4])
                 + (", ..." if len(pieces) > 4 else ""))
-        logger.warning(
+        import_warning(
+            logger,
             "%s: %d %s%s hold%s whitespace other than the space and the tab (%s), at which the "
             "%s format separates items as at a space (the first, at %s: %r was read as %s); to "
             "keep such an item whole, write the data as JSON lines (docs/datasets.md)",
@@ -376,21 +394,28 @@ class Importer:
         separators = Separators() if self.splits else None
         extra = {} if separators is None else {"separators": separators}
 
+        said: list[str] = []
+
         def read(meter: Meter) -> Iterator[Counter[str]]:
             yield from self.users(source, lowercase=lowercase, meter=meter, **extra)
-            if separators is not None:  # (before the builder writes meta.json, after the last)
+            # (after the last user, before the builder writes meta.json)
+            if separators is not None:
                 stats.update(separators.stats())
+                separators.warn(source, self.kind, self.unit)
+            if said:
+                stats[IMPORT_WARNINGS] = list(said)
 
-        with Meter(progress, f"reading {source.name}", **metered) as meter:
-            built = build_dataset(
-                read(meter), target, name=name or source.stem,
-                provenance=f"imported from {self.source_kind or f'{self.kind} file'} "
-                f"{source.resolve()}" + (" (lowercased)" if lowercase else ""),
-                stats=stats, shard_entries=shard_entries, progress=progress,
-                require_items=require_items)
-        if separators is not None:
-            separators.warn(source, self.kind, self.unit)
-        return built
+        saying = _SAID.set(said)
+        try:
+            with Meter(progress, f"reading {source.name}", **metered) as meter:
+                return build_dataset(
+                    read(meter), target, name=name or source.stem,
+                    provenance=f"imported from {self.source_kind or f'{self.kind} file'} "
+                    f"{source.resolve()}" + (" (lowercased)" if lowercase else ""),
+                    stats=stats, shard_entries=shard_entries, progress=progress,
+                    require_items=require_items)
+        finally:
+            _SAID.reset(saying)
 
 
 import_text = Importer(iter_text_users, "text", "text", splits=True)
