@@ -536,7 +536,10 @@ def _run(args: argparse.Namespace) -> int:
                           f"{stored.total_rounds} rounds{completion_clause(stored)}",
                           indent=False)
             try:
-                final = admin.wait(run_.run_id, args.timeout, on_change=narrator, idle=True)
+                # (the page is told the released attempts as they come)
+                final = admin.wait(run_.run_id, args.timeout, idle=True,
+                                   on_change=narrator if demo is None
+                                   else demo.following(narrator))
             except StateError as error:
                 raise StateError(f"{error} (--timeout): the services are stopped mid-run; "
                                  + (f"its store and logs are kept in {args.workdir}"
@@ -607,6 +610,7 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
                 if results.heavy_hitters else "none"))
     # The page posts a device's last round a moment after the coordinator released it; one
     # whose page stopped posting mid-round is told from the run's attempts.
+    demo.follow(run)
     demo.wait_settled(SETTLE_S)
     attempts = {task_name(run.run_id, r.round, r.attempt): (r.state, r.contributors
                                                             or r.participants)

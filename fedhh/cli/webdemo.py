@@ -30,6 +30,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -87,6 +88,7 @@ class DemoPage:
         self._config = b""
         self._csp = ""
         self._lines: list[str] = []
+        self._released: list[str] = []  # the run's released attempts, by their tasks' names
         self._devices: list[dict[str, Any]] = []
         # Per user: the tasks earlier loads of the page reported, and the tasks the current
         # load last posted (`_posted`); of the MAX_WEB_DEVICES users posted last.
@@ -133,6 +135,22 @@ class DemoPage:
             self._csp = ("default-src 'none'; script-src 'self'; style-src 'self'; "
                          f"connect-src 'self' {connect}; base-uri 'none'; form-action 'none'; "
                          "frame-ancestors 'none'")
+
+    def follow(self, run: Any) -> None:
+        """Take the run's released attempts (``run``: the admin API's Run) for the page, which
+        counts a device's masked input accepted in one as contributed whatever its own outcome
+        (a late answer to a later stage: before, left out of its count though in the sum)."""
+        released = [task_name(run.run_id, r.round, r.attempt) for r in run.rounds
+                    if r.state == "released"]
+        with self._changed:
+            self._released = released
+
+    def following(self, then: Callable[[Any], None]) -> Callable[[Any], None]:
+        """A run's on_change that calls ``then`` and ``follow``."""
+        def on_change(run: Any) -> None:
+            then(run)
+            self.follow(run)
+        return on_change
 
     def say(self, line: str) -> None:
         """A line of the run's progress for the page."""
@@ -216,7 +234,8 @@ class DemoPage:
             if path == "/demo.json" and self._config:
                 return self._config, "application/json"
             if path == "/progress.json":
-                return json.dumps({"lines": self._lines}).encode(), "application/json"
+                return (json.dumps({"lines": self._lines, "released": self._released}).encode(),
+                        "application/json")
         if path.startswith("/books/"):
             name = path.removeprefix("/books/")
             if name in {p.name for p in BOOKS.glob("*.json")}:  # never a path
@@ -483,14 +502,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(204, b"")
 
 
-def _ended_as(task: dict[str, Any]) -> str:
+def _ended_as(task: dict[str, Any], attempts: dict[str, tuple[str, int]]) -> str:
     """How a task ended, as the page words it (demo.ts ``outcomeText``): a device that sent its
     masked input to an attempt that then aborted contributed to no release, so the outcome is
     named with it (before, 'contributed' alone, where the page said 'contributed
-    (round_aborted)')."""
+    (round_aborted)'); one whose input was accepted and whose answer to a later stage came
+    late is in the sum of a released attempt, which ``attempts`` (``summary``'s) tells."""
     outcome = task.get("outcome")
     if task.get("contributed"):
-        return "contributed" if outcome == "completed" else f"contributed ({outcome})"
+        if outcome == "completed":
+            return "contributed"
+        state, contributors = attempts.get(str(task.get("task")), ("", 0))
+        return f"contributed ({outcome}" + (f"; the round was released over {contributors} "
+                                            "with its input" if state == "released" else "") + ")"
     return f"{outcome}" + (f" ({task['detail']})" if task.get("detail") else "")
 
 
@@ -547,7 +571,7 @@ def summary(devices: list[dict[str, Any]],
     lines = [] if devices else ["none reported (was the page opened?)"]
     for d in devices:
         tasks = d.get("tasks") or []
-        done = [f"{t.get('task')}: {_ended_as(t)}" for t in tasks]
+        done = [f"{t.get('task')}: {_ended_as(t, attempts or {})}" for t in tasks]
         pending = _unreported(d, attempts or {})
         done += [pending] if pending else []
         who = f"device {d['deviceId']}" if d.get("deviceId") else "not enrolled"

@@ -90,3 +90,33 @@ def test_the_page_tells_late_rounds_in_a_row_at_the_same_count() -> None:
     source = (ROOT / "clients" / "web" / "demo" / "rounds.ts").read_text()
     [count] = re.findall(r"export const LATE_IN_A_ROW = (\d+);", source)
     assert int(count) == LATE_IN_A_ROW
+
+
+def test_a_late_answer_after_an_accepted_input_in_a_released_round_is_told_in_the_sum(
+        tmp_path: Path) -> None:
+    """Its answer to a later stage came late: its input is in the released sum, which the run's
+    attempts tell (before, 'contributed (late)' alone, and the page left the round out of its
+    count). The page is told the released attempts in progress.json as they come."""
+    tasks = [task("demo round 2.1", "late", True), task("demo round 3.1", "late", True)]
+    [line] = summary([device("checking in", tasks)], ATTEMPTS)
+    assert line.endswith("demo round 2.1: contributed (late; the round was released over 57 "
+                         "with its input), demo round 3.1: contributed (late)")
+    (tmp_path / "browser").mkdir()
+    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
+
+    class Round:
+        def __init__(self, round_: int, state: str) -> None:
+            self.round, self.attempt, self.state = round_, 1, state
+
+    class Run:
+        def __init__(self) -> None:
+            self.run_id = "demo"
+            self.rounds = [Round(1, "released"), Round(2, "aborted"), Round(3, "open")]
+
+    told: list[Any] = []
+    with DemoPage(tmp_path, None) as page:
+        page.following(told.append)(Run())
+        answer = page._answer("/progress.json")
+        assert len(told) == 1
+        assert answer is not None and json.loads(answer[0]) == {
+            "lines": [], "released": ["demo round 1.1"]}

@@ -106,7 +106,7 @@ def test_the_page_server_serves_the_page_its_devices_and_the_progress(page: Demo
     assert headers["Cache-Control"] == "no-store"
     page.say("round 1 attempt 1: check-in")
     assert json.loads(request(page, "GET", "/progress.json")[2]) == {
-        "lines": ["round 1 attempt 1: check-in"]}
+        "lines": ["round 1 attempt 1: check-in"], "released": []}
     assert request(page, "GET", "/books/english.json")[0] == 200
     for path in ("/books/../up.py", "/books/nothing.json", "/fleet.json", "/../README.md"):
         assert request(page, "GET", path)[0] == 404, path

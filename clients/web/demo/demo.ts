@@ -18,7 +18,7 @@ import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
 import { type DeviceEvent, runDevice } from "../src/run.js";
 import { queryText } from "./query.js";
-import { lateAdvice, roundsContributed } from "./rounds.js";
+import { inTheSum, lateAdvice, roundsContributed } from "./rounds.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
 export interface DemoConfig {
@@ -212,7 +212,13 @@ function cell(row: HTMLTableRowElement, text: string, className = ""): void {
   if (className) td.className = className;
 }
 
+/** The run's attempts `fedhh up` says were released (progress.json), by their tasks' names. */
+let released: ReadonlySet<string> = new Set();
+
 function outcomeText(t: TaskView): string {
+  if (t.contributed && t.outcome !== "completed" && inTheSum(t, released)) {
+    return `contributed (${t.outcome}; the round was released with its input)`;
+  }
   if (t.contributed) return t.outcome === "completed" ? "contributed" : `contributed (${t.outcome})`;
   return t.detail ? `${t.outcome}: ${t.detail}` : t.outcome;
 }
@@ -238,7 +244,7 @@ function render(): void {
     cell(row, last === undefined ? "–"
            : `${last.task}: ${outcomeText(last)}` + (advice ? `; ${advice}` : ""),
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
-    cell(row, String(roundsContributed(v.tasks)));
+    cell(row, String(roundsContributed(v.tasks, released)));
     cell(row, v.spent.toFixed(3));
   }
 }
@@ -294,8 +300,14 @@ async function pollProgress(): Promise<void> {
     try {
       const answer = await fetch("progress.json", { cache: "no-store" });
       if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
-      const progress = await answer.json() as { lines: string[] };
+      const progress = await answer.json() as { lines: string[]; released?: unknown };
       lines = progress.lines.join("\n") || "waiting for the run to start";
+      const names = Array.isArray(progress.released)
+        ? progress.released.filter((name): name is string => typeof name === "string") : [];
+      if (names.length !== released.size || names.some((name) => !released.has(name))) {
+        released = new Set(names);
+        scheduleRender();
+      }
       noAnswerSince = 0;
     } catch {
       if (noAnswerSince === 0) noAnswerSince = Date.now();

@@ -7,19 +7,32 @@ import type { TaskResult } from "../src/loop.js";
 
 /** What the count reads of one task the page shows (demo.ts's ``TaskView``). */
 export interface CountedTask {
+  /** The task's name, as `released` names attempts (`${runId} round ${round}.${attempt}`). */
+  task?: string;
   outcome: TaskResult["outcome"];
   contributed: boolean;
 }
 
 /**
- * The rounds a device contributed to: its tasks that completed with its input in. An attempt
- * that aborted after the device sent its input released nothing, and the round's next attempt
- * is a task of its own: before, each such attempt was counted, so a device that contributed to
- * 4 rounds, one of them retried once, showed 5. (Its row still names the aborted attempt's
- * outcome, "contributed (round_aborted)".)
+ * The rounds a device contributed to: its tasks that completed with its input in, and those
+ * whose input was accepted in an attempt `fedhh up` says was released (`released`, from
+ * progress.json), whatever the device's own outcome: an answer to a later stage that came late
+ * leaves its input in the sum (before, such a round was left out: two of five devices showed
+ * 1 round after both rounds had released all 1,387). An attempt that aborted after the device
+ * sent its input released nothing, and the round's next attempt is a task of its own: before,
+ * each such attempt was counted, so a device that contributed to 4 rounds, one of them retried
+ * once, showed 5. (Its row still names the aborted attempt's outcome, "contributed
+ * (round_aborted)".)
  */
-export function roundsContributed(tasks: readonly CountedTask[]): number {
-  return tasks.filter((t) => t.contributed && t.outcome === "completed").length;
+export function roundsContributed(tasks: readonly CountedTask[],
+                                  released: ReadonlySet<string> = new Set()): number {
+  return tasks.filter((t) => inTheSum(t, released)).length;
+}
+
+/** Whether the task's input is in a released sum, as far as the page knows. */
+export function inTheSum(task: CountedTask, released: ReadonlySet<string>): boolean {
+  return task.contributed && (task.outcome === "completed" ||
+                              (task.task !== undefined && released.has(task.task)));
 }
 
 /**

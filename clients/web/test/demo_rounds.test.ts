@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { LATE_IN_A_ROW, lateAdvice, lateInARow, roundsContributed } from "../demo/rounds.js";
+import {
+  inTheSum, LATE_IN_A_ROW, lateAdvice, lateInARow, roundsContributed,
+} from "../demo/rounds.js";
 
 test("an aborted attempt the device contributed to is not a round contributed", () => {
   const tasks = [
@@ -33,4 +35,20 @@ test("a device late round after round is told what to do, once it is LATE_IN_A_R
   // Its masked input accepted before the stage closed: its report is in the sum.
   assert.equal(lateInARow([...tasks, { outcome: "late", contributed: true }]), 0);
   assert.equal(lateInARow([...tasks, { outcome: "completed", contributed: true }]), 0);
+});
+
+test("an input accepted in an attempt fedhh up says was released counts, whatever came after", () => {
+  // Its answer to the unmask stage came late: the device's outcome is `late`, its input in the
+  // sum of round 2, which fedhh up's progress names as released. Before, left out.
+  const tasks = [
+    { task: "demo round 1.1", outcome: "completed", contributed: true },
+    { task: "demo round 2.1", outcome: "late", contributed: true },
+    { task: "demo round 3.1", outcome: "late", contributed: true },  // not released
+    { task: "demo round 4.1", outcome: "late", contributed: false },  // released, input not in
+  ] as const;
+  const released = new Set(["demo round 1.1", "demo round 2.1", "demo round 4.1"]);
+  assert.equal(roundsContributed(tasks, released), 2);
+  assert.equal(roundsContributed(tasks), 1);
+  assert.ok(inTheSum(tasks[1], released) && !inTheSum(tasks[2], released));
+  assert.ok(!inTheSum(tasks[3], released));
 });
