@@ -311,6 +311,9 @@ def test_absurd_run_numbers_are_refused_at_once_with_memory_flat(
     assert after - before < 50 * 1024 * 1024, (before, after)
 
 
+PLANNING_S = 600  # a deadline for a StartRun that hangs, not a bound on the planning's time
+
+
 def test_sigterm_stops_a_coordinator_at_once_after_absurd_and_long_runs(tmp_path: Path
                                                                         ) -> None:
     """A coordinator just sent StartRun with 2*10^7 rounds (before: it computed for minutes,
@@ -327,10 +330,16 @@ def test_sigterm_stops_a_coordinator_at_once_after_absurd_and_long_runs(tmp_path
         assert process is not None
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as client:
-            client.start_run(to_proto(RunConfig(
+            # (planning the longest run takes seconds of solving, 9 s alone, past a minute
+            # under CI's load: the call is given a deadline for a hang, not admin's 60 s)
+            client.stub.StartRun(pb.StartRunRequest(run_id="long", config=to_proto(RunConfig(
                 eps_agg=1.0, rounds=MAX_ROUNDS, codec="5bit", max_bits=1024,
                 target_devices=10, min_devices=5, expected_dropout=0.0, corrupt_fraction=0.0,
-                checkin_ms=MAX_WINDOW_MS)), run_id="long")
+                checkin_ms=MAX_WINDOW_MS))), metadata=client.metadata, timeout=PLANNING_S)
+            until = time.monotonic() + PLANNING_S
+            while (run := client.run("long")).progress.phase != "check-in":  # (it started)
+                assert run.state in ("pending", "running") and time.monotonic() < until, run
+                time.sleep(0.05)  # polling the run's state
             absurd = client.stub.StartRun.future(pb.StartRunRequest(
                 run_id="absurd", config=pb.RunConfig(eps_agg=1.0, rounds=2 * 10**7,
                                                      target_devices=10, min_devices=5)),
