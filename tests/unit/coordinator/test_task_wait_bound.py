@@ -92,7 +92,10 @@ def test_a_device_that_joined_late_in_its_wait_waits_only_what_is_left(make: Any
         clock.offset += 90  # the check-in opens 90 s into the device's 100 s
         await side.open()
         clock.offset += 11  # past the bound, the task not yet delivered
-        done, _ = await asyncio.wait({waiter}, timeout=1)
+        # (30 s only bounds a failure: the waiter's bound has passed, where the old lobby
+        # waited 100 s more; at 1 s, a process stalled that long could see the timeout
+        # before the woken waiter had ended)
+        done, _ = await asyncio.wait({waiter}, timeout=30)
         assert waiter in done and waiter.result() is None
         # Asked again, the device finds its seat: its task comes to the new call.
         again: Awaitable[pb.SignedTask | None] = asyncio.create_task(
