@@ -333,19 +333,25 @@ async def test_an_oversize_message_ends_only_its_stream(port: Port) -> None:
     assert port.cancelled == [1] and port.server.connections == {connection}
 
 
+async def one_oversize_call(port: Port, details: str) -> None:
+    """Two calls on one connection of ``port``'s channel (streams 1 and 2): after the small
+    one's first exchange the big one sends 2,000 bytes, and must end RESOURCE_EXHAUSTED with
+    ``details``; the small one's next exchange goes on."""
+    channel = port.channel()
+    small, big = channel.Session(timeout=BOUND_S), channel.Session(timeout=BOUND_S)
+    await small.write(message(b"1"))
+    assert (await small.read()).challenge == b"1"
+    await big.write(message(b"x" * 2000))
+    assert await refused(big) == (grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+    await small.write(message(b"2"))
+    assert (await small.read()).challenge == b"2"
+
+
 @scenario(max_message_bytes=1024)
 async def test_an_oversize_message_through_the_channel(port: Port) -> None:
     """The device's channel sees the refusal as gRPC's would: RESOURCE_EXHAUSTED on that call;
     another call on the same connection is served."""
-    channel = port.channel()
-    big, small = channel.Session(timeout=BOUND_S), channel.Session(timeout=BOUND_S)
-    await small.write(message(b"1"))
-    assert (await small.read()).challenge == b"1"
-    await big.write(message(b"x" * 2000))
-    assert await refused(big) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                  "a request above the 1024-byte receive cap")
-    await small.write(message(b"2"))
-    assert (await small.read()).challenge == b"2"
+    await one_oversize_call(port, "a request above the 1024-byte receive cap")
     # (the big call's stream 2 opened in the same write as its message: its handler was
     # cancelled before it began, or as it waited for that message)
     assert port.cancelled in ([], [2]) and list(port.connection().streams) == [1]
@@ -1522,16 +1528,8 @@ def test_an_oversize_answer_ends_only_its_call(monkeypatch: pytest.MonkeyPatch) 
 
     async def main() -> None:
         async with serving() as port:
-            channel = port.channel()
-            small, big = channel.Session(timeout=BOUND_S), channel.Session(timeout=BOUND_S)
-            await small.write(message(b"1"))
-            assert (await small.read()).challenge == b"1"
-            await big.write(message(b"x" * 2000))
-            assert await refused(big) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                          answer_too_large(1024))
+            await one_oversize_call(port, answer_too_large(1024))
             await until(lambda: port.cancelled == [2], "the big call's handler cancelled")
-            await small.write(message(b"2"))
-            assert (await small.read()).challenge == b"2"
             assert list(port.connection().streams) == [1]
     run(main())
 
