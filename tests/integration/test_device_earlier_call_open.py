@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import grpc
@@ -31,21 +32,31 @@ def _device(cohort: Cohort, stub: Any, **options: Any) -> DeviceSession:
                          patient_until=time.time() + 600, rng=random.Random(1), **options)
 
 
-class _EndsTheFirstWhenRefused:
-    """A device stub that ends ``first`` (the device's earlier long-poll, as its own deadline
-    would) once the aggregator refuses the repeat, and counts the refusals."""
+class _RefusalsEndTheFirst:
+    """A device stub's part that counts the aggregator's refusals of a repeated call and, at
+    each, ends the device's earlier call (``_first``), as its own deadline or cancellation
+    would."""
 
-    def __init__(self, stub: Any, first: asyncio.Task[object]) -> None:
+    def __init__(self, stub: Any, first: asyncio.Future[Any] | None = None) -> None:
         self._stub, self._first = stub, first
         self.refused: list[grpc.StatusCode] = []
 
-    async def AwaitStage(self, request: pb.AwaitStageRequest, **kwargs: Any) -> Any:
+    async def _repeat(self, call: Awaitable[Any]) -> Any:
         try:
-            return await self._stub.AwaitStage(request, **kwargs)
+            return await call
         except grpc.aio.AioRpcError as error:
             self.refused.append(error.code())
+            assert self._first is not None
             self._first.cancel()
             raise
+
+
+class _EndsTheFirstWhenRefused(_RefusalsEndTheFirst):
+    """A device stub that ends ``first`` (the device's earlier long-poll) once the aggregator
+    refuses the repeat."""
+
+    async def AwaitStage(self, request: pb.AwaitStageRequest, **kwargs: Any) -> Any:
+        return await self._repeat(self._stub.AwaitStage(request, **kwargs))
 
 
 def test_a_long_poll_asked_again_while_the_first_is_held_passes_once_it_ends() -> None:
@@ -74,16 +85,15 @@ def test_a_long_poll_asked_again_while_the_first_is_held_passes_once_it_ends() -
     assert status == pb.AWAIT_STATUS_PENDING
 
 
-class _UploadOutlivesTheDeviceDeadline:
+class _UploadOutlivesTheDeviceDeadline(_RefusalsEndTheFirst):
     """A device stub whose first upload goes on at the aggregator, stalled after its header,
     while the device is told its deadline passed (it asks again at once, its stage open); the
     stalled upload is ended once the aggregator refuses an attempt, as the device's own
     cancellation ends it over a slow link. Counts the refusals."""
 
     def __init__(self, stub: Any, held: asyncio.Event) -> None:
-        self._stub, self._held = stub, held
-        self.refused: list[grpc.StatusCode] = []
-        self._first: asyncio.Future[object] | None = None
+        super().__init__(stub)
+        self._held = held
 
     async def SubmitMaskedInput(self, chunks: Any, **kwargs: Any) -> Any:
         if self._first is None:
@@ -97,12 +107,7 @@ class _UploadOutlivesTheDeviceDeadline:
             await self._held.wait()
             raise grpc.aio.AioRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(),
                                        grpc.aio.Metadata(), "Deadline Exceeded")
-        try:
-            return await self._stub.SubmitMaskedInput(chunks, **kwargs)
-        except grpc.aio.AioRpcError as error:
-            self.refused.append(error.code())
-            self._first.cancel()
-            raise
+        return await self._repeat(self._stub.SubmitMaskedInput(chunks, **kwargs))
 
     async def close(self) -> None:
         if self._first is not None:
