@@ -159,7 +159,9 @@ def add_causes(shown: dict[str, Any], results: Any, run: Any) -> None:
     read against ``run``, the run (a ``Run`` reply: its stored ``RunConfig``, for the code
     width and completion rounds, and its eps_local), and the last round it released. Before,
     these results alone listed a cut prefix with no word of why, where every other surface
-    says it."""
+    says it. And its ``prefix_bytes``, how many of its items' first bytes it holds
+    (``fedhh.codec.shown.cut_bytes``), as `fedhh simulate --json` gives it."""
+    from fedhh.codec.shown import cut_bytes
     from fedhh.rpc.run_config import from_proto
     from fedhh.server.causes import cut_cause, ran_out_cause
 
@@ -170,6 +172,8 @@ def add_causes(shown: dict[str, Any], results: Any, run: Any) -> None:
     for entry, hitter in _rows(shown, results):
         if hitter.truncated:
             entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last, ran_out)
+            # (how much of its items the row is: before, its … alone said it was cut)
+            entry["prefix_bytes"] = cut_bytes(hitter.item)
 
 
 def completion_note(shown: dict[str, Any], results: Any, run: Any) -> str:

@@ -5,8 +5,10 @@ first use, checking it, its ground truth, the rounds) and prints a summary; ``--
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
 "std", "run", "round", "code", "ended", "truncated"}; ``run``, 2 for the second of --two-runs,
 else 1; ``std``, the estimate's standard deviation at its round's randomizer and contributors,
-null for a mechanism without one; a truncated item, cut at the code's width, with ``bits``
-and ``cause`` as a cut prefix's), ``cut_prefixes`` (the same, for heavy prefixes the rounds
+null for a mechanism without one; a truncated item, cut at the code's width, with ``bits``,
+``prefix_bytes`` (the items' first bytes it holds), ``starting_so`` (the data's items that
+begin with them: ``items``, ``bytes_more``, ``most_held``) and ``cause`` as a cut prefix's),
+``cut_prefixes`` (the same, for heavy prefixes the rounds
 could not complete, each with its ``cause``: ``no rounds left``, ``lost in round N``, ``the
 codes' limit, 4,096 bits``, or the privacy budget when it fits no completion round more:
 ``no completion round in the privacy budget``, ``no rounds left; no more in the privacy
@@ -63,7 +65,7 @@ from fedhh.codec.shown import (
 )
 from fedhh.config import MAX_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args, given_text
-from fedhh.data.long_items import past_the_codes
+from fedhh.data.long_items import past_the_codes, starting_so
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.metrics import TOP_K, held_by_some_user
 from fedhh.server.causes import (
@@ -135,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress, prepared=prepared)
     payload = result_payload(result, config, dataset.summary(progress))
+    add_starting_so(payload, result, config, dataset.vocabulary,
+                    None if truth is None else truth.unweighted)
     payload["past_the_codes"] = past
     warn_over_target(payload["privacy"])
     warn_cut_deny(payload["deny_list_cut"], blocker=config.completion_blocker())
@@ -671,7 +675,8 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 # list does: its estimate is their sum; after its cause, last, where it
                 # pushes no column of its own row)
                 (item, f"{h['estimate']:,.0f}", _std(h), h["round"],
-                 "; ".join(filter(None, (h.get("cause", ""), h.get("note", "")))))
+                 "; ".join(filter(None, (prefix_note(h), h.get("cause", ""),
+                                         h.get("note", "")))))
                 for h, item in zip(cut[:top], printable_rows(listed[2],
                                                              listed[0] + listed[1]),
                                    strict=True)], item=0, tail=True)
@@ -920,9 +925,49 @@ FALSE_POSITIVE = "false positive (held by no user)"  # (as `found_counts` counts
 
 
 def _note(hitter: dict[str, Any]) -> str:
-    """A heavy hitter's note column: a false positive says so, then its own note if any."""
+    """A heavy hitter's note column: a false positive says so, a truncated one how much of its
+    items it holds (``prefix_note``), then its own note if any."""
     return "; ".join(filter(None, (FALSE_POSITIVE if hitter.get("false_positive") else "",
-                                   hitter.get("note", ""))))
+                                   prefix_note(hitter), hitter.get("note", ""))))
+
+
+def prefix_note(hitter: dict[str, Any]) -> str:
+    """How much of its items a truncated row is: ``the first 201 bytes of 3 items of the data,
+    each 15 to 19 bytes more`` (``prefix_bytes``; ``starting_so``, where the simulation knows
+    the data). A cut item shows its beginning alone: two URLs that differ at their end are one
+    row, and before, nothing but its ``…`` said that the rest, its end too, was never found.
+    Empty for a whole item."""
+    if not hitter.get("truncated"):
+        return ""
+    known = int(hitter.get("prefix_bytes", 0))
+    held = f"the first {known:,} byte{'' if known == 1 else 's'}" if known else "no whole byte"
+    starting = hitter.get("starting_so")
+    if not isinstance(starting, dict) or not starting.get("items"):
+        return held + " of every item starting so, the rest never found"
+    items, (least, most) = starting["items"], starting["bytes_more"]
+    more = (f"{least:,}" if least == most else f"{least:,} to {most:,}")
+    return (f"{held} of {items:,} {_plural(items, 'item')} of the data, "
+            f"{'each ' if items > 1 else ''}{more} {_plural(most, 'byte')} longer: "
+            + ("their ends were" if items > 1 else "its end was") + " never found")
+
+
+def add_starting_so(payload: dict[str, Any], result: SimulationResult, config: RunConfig,
+                    vocabulary: tuple[str, ...], held: Any) -> None:
+    """Each truncated row's ``starting_so`` (`fedhh.data.long_items.starting_so`): the items
+    of the data its known bytes begin, with the most held of them whole."""
+    rows = [(entry, hitter) for key, hitters in (
+        ("heavy_hitters", result.heavy_hitters), ("cut_prefixes", result.cut_prefixes),
+        ("earlier_runs", result.earlier_runs))
+        for entry, hitter in zip(payload[key], hitters, strict=True) if hitter.truncated]
+    if not rows:
+        return
+    codec = Codec.from_spec(config.codec, rows[0][1].max_bits)
+    known = []
+    for _, hitter in rows:
+        decoded = codec.decode(hitter.code >> (hitter.max_bits - hitter.bits), hitter.bits)
+        known.append(decoded.text.encode("utf-8", "surrogatepass") + decoded.partial)
+    for (entry, _), found in zip(rows, starting_so(vocabulary, held, known), strict=True):
+        entry["starting_so"] = found
 
 
 # (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the

@@ -57,6 +57,13 @@ class Decoded:
     token_across: bool = False
 
     @property
+    def known_bytes(self) -> int:
+        """How many of an item's first bytes the prefix holds: its whole characters' UTF-8
+        bytes and those of a character it stops inside (``partial``). A cut item is shown by
+        them alone: what follows, its end too, is no part of what was found."""
+        return len(self.text.encode("utf-8", "surrogatepass")) + len(self.partial)
+
+    @property
     def shown_cut(self) -> str:
         """The prefix as a cut item is shown: its whole characters, their backslashes doubled
         (so that ``\\xNN`` always means a byte), then the bytes of a character it stops inside

@@ -508,6 +508,26 @@ def cut_item(text: str) -> str:
     return _CUT_ESCAPE.sub(lambda m: "\\" if m.group(1) == "\\" else "⟨", body)
 
 
+def cut_bytes(text: str) -> int:
+    """How many of its items' first bytes a cut row shown ``text`` (``Decoded.shown_cut``)
+    holds, as ``Decoded.known_bytes`` counts them: its characters (``cut_item``) and the
+    ``\\xNN`` bytes of a character it stops inside. For an output that has the row's text
+    alone, a ``Results`` reply's (`fedhh up`, `fedhh admin results`)."""
+    tail = _cut_tail(text)
+    return (len(cut_item(text).encode("utf-8", "surrogatepass"))
+            + len(_BYTE_ESCAPE.findall(text, tail)))
+
+
+def prefix_words(bits: int, known: int) -> str:
+    """What a cut row is, in words: ``cut at 121 bits: the first 16 bytes of every item
+    starting so``, ``known`` the bytes it holds (``Decoded.known_bytes``; none: ``every item
+    starting so``). An item longer than the run can find shows its beginning alone, its end
+    never found (two URLs that differ at their end are one row): the count says how much of
+    it the row is."""
+    held = f"the first {known:,} byte{'' if known == 1 else 's'} of " if known > 0 else ""
+    return f"cut at {bits:,} bits: {held}every item starting so"
+
+
 def isolated(text: str) -> str:
     """``text`` between two left-to-right marks (U+200E) when it holds a right-to-left letter
     (module docstring: a terminal that lays out bidirectional text would otherwise carry the

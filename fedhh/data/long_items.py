@@ -5,6 +5,7 @@ codes before its first round, and `fedhh device` counts its users' at the start.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -79,3 +80,37 @@ def past_the_codes(dataset: FederatedDataset, codec: Codec, top: int,
                         else int(widest.lengths[at]))}
         for at, i in enumerate(order.tolist())])
     return found
+
+
+STARTING_NAMED = 3  # (the most held of a cut row's items, named in --json)
+
+
+def starting_so(vocabulary: tuple[str, ...], held: np.ndarray | None,
+                prefixes: list[bytes]) -> list[dict[str, Any]]:
+    """Of each cut row's known bytes (``prefixes``, ``Decoded.known_bytes``' bytes), the
+    dataset's items that begin with them: how many (``items``), how many bytes longer than the
+    prefix they are (``bytes_more``, the least and the most) and the ``STARTING_NAMED`` most
+    held (``held``, the share of users holding each item; else the first in the vocabulary's
+    order), whole, their ends too. A run shows such an item by its beginning alone (two URLs
+    that differ at their end are one row); a simulation knows the data, and says what the row
+    stands for. The vocabulary is sorted by code point, which UTF-8's byte order keeps, so the
+    items of one prefix are one span of it."""
+    encoded = [item.encode("utf-8", "surrogatepass") for item in vocabulary]
+    order = list(range(len(encoded)))
+    if any(encoded[i] > encoded[i + 1] for i in range(len(encoded) - 1)):
+        order.sort(key=encoded.__getitem__)  # (a dataset folder written otherwise)
+    keys = [encoded[i] for i in order]
+    out = []
+    for prefix in prefixes:
+        lo = bisect.bisect_left(keys, prefix)
+        hi = lo
+        while hi < len(keys) and keys[hi].startswith(prefix):
+            hi += 1
+        ids = order[lo:hi]
+        if held is not None:
+            ids = sorted(ids, key=lambda i: (-float(held[i]), i))
+        more = [len(encoded[i]) - len(prefix) for i in ids]
+        out.append({"items": len(ids), "bytes_more": [min(more), max(more)] if more else None,
+                    "most_held" if held is not None else "first": [
+                        vocabulary[i] for i in ids[:STARTING_NAMED]]})
+    return out

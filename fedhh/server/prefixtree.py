@@ -332,6 +332,9 @@ class HeavyHitter:
     bits: int = 0  # bits of the code that were found (max_bits unless cut before it)
     std: float | None = None  # the estimate's standard deviation, where told (estimate_std)
     parts: int = 1  # the cut prefixes a row stands for (``note``), its estimate their sum
+    # truncated: the item's bytes the prefix holds, its first ones (its whole characters and
+    # those of a character it stops inside); what follows them the run never learned
+    prefix_bytes: int = 0
 
     @property
     def code_bytes(self) -> bytes:
@@ -349,6 +352,7 @@ class HeavyHitter:
                                "truncated": self.truncated}
         if self.truncated:
             out["bits"] = self.bits
+            out["prefix_bytes"] = self.prefix_bytes
         if self.note:
             out["note"] = self.note
         if self.std is not None:  # (nan, for a mechanism without one, is no JSON number)
@@ -845,7 +849,8 @@ def shown_items(codec: Codec, found: list[Found],
         decoded = codec.decode(prefix, bits)
         ended = decoded.ended
         text = decoded.text if ended else codec.display(prefix, bits)
-        hitter = HeavyHitter(text, f.estimate, f.code, f.round, ended, not ended, r, bits=bits)
+        hitter = HeavyHitter(text, f.estimate, f.code, f.round, ended, not ended, r, bits=bits,
+                             prefix_bytes=0 if ended else decoded.known_bytes)
         where = merged.get(text)
         if ended or where is None:
             if not ended:

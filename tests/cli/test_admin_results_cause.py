@@ -70,3 +70,15 @@ def test_whole_results_ask_for_nothing_more(recorder: Path, monkeypatch: pytest.
                    RunConfig())
     assert "cause" not in shown["heavyHitters"][0] and shown["cutPrefixes"] == []
     assert ("run", "r1") not in Recorder.calls
+
+
+def test_each_truncated_row_says_how_many_of_its_items_bytes_it_holds(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``prefix_bytes``, as `fedhh simulate --json` gives it: ``👩🏽`` is 8 bytes, ``user@b``
+    and the first byte of a character 7; before, a row's … alone said it was cut."""
+    shown = _admin(recorder, monkeypatch, capsys, _results(cut=True, truncated_item=True),
+                   RunConfig())
+    assert [h["prefix_bytes"] for h in shown["cutPrefixes"]] == [8, 7]
+    assert shown["heavyHitters"][1]["prefix_bytes"] == 10  # ("https://ex")
+    assert "prefix_bytes" not in shown["heavyHitters"][0]

@@ -142,7 +142,7 @@ def _up_output(run: RunConfig, eps_local: float, released: int, eps_spent: float
 def test_up_names_the_budget(capsys: pytest.CaptureFixture[str]) -> None:
     run, eps_local = _planned()
     out = _up_output(run, eps_local, 5, 1.0, capsys)
-    assert f"(round 5; {NO_COMPLETION})" in out
+    assert f"(round 5; {NO_COMPLETION}; cut at " in out
     assert str(completion_budget_note(run, eps_local, [NO_COMPLETION])) in out
 
 
@@ -180,7 +180,7 @@ def test_up_asks_the_planner_where_it_alone_refuses_the_next_round(
     planner's, as `fedhh admin results` gives them. Before, "no rounds left" and no note."""
     run, eps_local = _planned(eps_agg=2.772)
     out = _up_output(run, eps_local, 6, 2.772, capsys)
-    assert f"(round 6; {NO_MORE_COMPLETION})" in out, out
+    assert f"(round 6; {NO_MORE_COMPLETION}; cut at " in out, out
     note = completion_budget_note(run, eps_local, [NO_MORE_COMPLETION], planner=True)
     assert note and "(the planner's resolution)" in note
     assert note in out, out

@@ -99,7 +99,10 @@ def test_up_says_why_each_prefix_is_cut(capsys: pytest.CaptureFixture[str]) -> N
            pb.HeavyHitter(item="東京…", estimate=85.0, round=4, truncated=True, bits=52)]
     _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
     out = capsys.readouterr().out
-    assert "(round 7; no rounds left)" in out and "(round 4; lost in round 5)" in out
+    # (and how much of its items each is: before, its … alone said it was cut)
+    assert ("(round 7; no rounds left; cut at 121 bits: the first 15 bytes of every item "
+            "starting so)") in out
+    assert "(round 4; lost in round 5; cut at 52 bits: the first 6 bytes of every item " in out
 
 
 def test_up_shows_each_rounds_threshold(capsys: pytest.CaptureFixture[str]) -> None:

@@ -103,8 +103,8 @@ def test_the_filter_narrows_the_table_and_the_downloads(live_run: LiveRun) -> No
         fetch(document.getElementById("hh-csv").href).then(r => r.text()).then(
           done, error => done("fetch failed: " + error));""")
     lines = csv_text.splitlines()
-    assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,cause,kind,note,"
-                        "run_id,run_state")
+    assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,prefix_bytes,cause,kind,"
+                        "note,run_id,run_state")
     assert [line.split(",")[1] for line in lines[1:]] == expected
 
 

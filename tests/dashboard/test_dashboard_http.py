@@ -243,8 +243,8 @@ def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
     assert data["heavy_hitters"][0]["rank"] == 2 and data["heavy_hitters"][0]["round"] == 2
     status, _, body = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
     lines = body.decode().splitlines()
-    assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,cause,kind,note,"
-                        "run_id,run_state")
+    assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,prefix_bytes,cause,kind,"
+                        "note,run_id,run_state")
     assert lines[1].startswith("1,apple,61.5,") and lines[2].startswith("2,berry,48.25,")
     assert all(line.endswith(",r1,done") for line in lines[1:])
     status, headers, _ = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)

@@ -107,10 +107,11 @@ def test_cut_prefixes_are_listed_apart_and_hidden_characters_are_escaped() -> No
     shown = re.sub(r'data-item="[^"]*"', "", page)  # (the filter's copy stays exact)
     assert "\u202e" not in shown and "\x1b" not in shown
     rows = hits_csv(hits, cut).splitlines()
-    assert rows[0].endswith(",truncated_at_bits,cause,kind,note,run_id,run_state")
+    assert rows[0].endswith(",truncated_at_bits,prefix_bytes,cause,kind,note,run_id,run_state")
     assert rows[1].startswith("1,\\u202eevil,") and rows[1].endswith(",heavy hitter,,,done")
     assert rows[3].startswith("1,https://") and rows[3].endswith(
-        f",{prefix_bits},{cut[0].cause},cut prefix,,,done")
+        f",{prefix_bits},{cut[0].prefix_bytes},{cut[0].cause},cut prefix,,,done")
+    assert cut[0].prefix_bytes >= len(cut[0].text.encode("utf-8")) > 0
     assert "\x1b" not in "".join(rows) and "\u202e" not in "".join(rows)
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from fedhh.codec.shown import printable_rows
+from fedhh.codec.shown import prefix_words, printable_rows
 from fedhh_coordinator.dashboard.charts import spend_chart
 from fedhh_coordinator.dashboard.markup import Html, duration, esc, fmt, join, number, percent
 from fedhh_coordinator.dashboard.results import Hit
@@ -339,8 +339,9 @@ def _hit_rows(hits: Sequence[Hit], what: str, beside: Sequence[Hit] = ()) -> Htm
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         # (and why it was not completed, as the consoles and the JSON download say)
-        cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so{cause})</span>',
-                bits=h.bits, cause=f"; {h.cause}" if h.cause else "")
+        cut=fmt(' <span class="note">({what}{cause})</span>',
+                what=prefix_words(h.bits, h.prefix_bytes),
+                cause=f"; {h.cause}" if h.cause else "")
         if h.truncated else Html(""),
         # (a row standing for several cut prefixes of one text: its estimate is their sum)
         note=fmt(' <span class="note">({note})</span>', note=h.note) if h.note else Html(""))

@@ -44,6 +44,7 @@ class Hit:
     note: str = ""  # several cut prefixes show this text: the estimate is their sum
     cause: str = ""  # truncated: why it was not completed (``fedhh.server.causes.cut_cause``)
     code: str = ""  # the code in fixed-width hex (``HeavyHitter.code_hex``): the bits it holds
+    prefix_bytes: int = 0  # truncated: the item's first bytes it holds (the rest never found)
 
     @property
     def text(self) -> str:
@@ -81,7 +82,7 @@ def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter],
                              contributors.get(h.round, 0), h.parts),
                 h.round, h.truncated, h.bits if h.truncated else 0, h.note,
                 cut_cause(h.round, h.bits, h.max_bits, last, ran_out) if h.truncated else "",
-                h.code_hex)
+                h.code_hex, h.prefix_bytes if h.truncated else 0)
             for rank, h in enumerate(found, start=1)]
 
 

@@ -449,7 +449,9 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done", run_id: str =
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
     every escape reads back one way, and the JSON download is exact) and kept from becoming
-    formulas (``csv_cell``); ``cause``, beside ``truncated_at_bits``, why a truncated row was
+    formulas (``csv_cell``); ``prefix_bytes``, beside ``truncated_at_bits``, how many of its
+    items' first bytes a truncated row holds (what follows, their end too, was never found:
+    the row is a prefix, not an item); ``cause``, why a truncated row was
     not completed, as the JSON download and the consoles say it (before, the CSV did not);
     ``note`` says when a row stands for several cut prefixes that
     show one text, its estimate their sum (before, the sum read as one prefix's);
@@ -460,15 +462,17 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done", run_id: str =
     (before, nothing in the file said so, where the JSON download has ``state``)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "cause",
-                     "kind", "note", "run_id", "run_state"])
+    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits",
+                     "prefix_bytes", "cause", "kind", "note", "run_id", "run_state"])
     # (every row read against the others: a cut prefix сос… beside cocoa)
     cells = iter(printable_rows([(h.item, h.truncated) for h in [*hits, *cut]]))
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
         for h, item in zip(rows, cells, strict=False):
             writer.writerow([h.rank, csv_cell(item), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
-                             h.bits if h.truncated else "", h.cause if h.truncated else "",
+                             h.bits if h.truncated else "",
+                             h.prefix_bytes if h.truncated else "",
+                             h.cause if h.truncated else "",
                              label, h.note, csv_cell(run_id), state])
     return out.getvalue()
 
@@ -477,5 +481,6 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
     return {"rank": hit.rank, "item": hit.item, "estimate": hit.estimate,
             "std": None if math.isnan(hit.std) else hit.std, "round": hit.round,
             "code": hit.code, "truncated": hit.truncated,
-            **({"bits": hit.bits, "cause": hit.cause} if hit.truncated else {}),
+            **({"bits": hit.bits, "prefix_bytes": hit.prefix_bytes, "cause": hit.cause}
+               if hit.truncated else {}),
             **({"note": hit.note} if hit.note else {})}
