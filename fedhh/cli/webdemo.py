@@ -94,6 +94,10 @@ class DemoPage:
         # load last posted (`_posted`); of the MAX_WEB_DEVICES users posted last.
         self._earlier: dict[Any, list[dict[str, Any]]] = {}
         self._current: OrderedDict[Any, list[dict[str, Any]]] = OrderedDict()
+        # Per user: the load of the page that posted last, and the round the device was in
+        # then without an outcome posted (an entry of its tasks, "interrupted" at its stage).
+        self._loads: dict[Any, str] = {}
+        self._due: dict[Any, dict[str, Any]] = {}
         handler = type("Handler", (_Handler,), {"page": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         if context is not None:
@@ -191,6 +195,9 @@ class DemoPage:
         devices = posted.get("devices") if isinstance(posted, dict) else None
         if not isinstance(devices, list) or len(devices) > MAX_WEB_DEVICES:
             raise ValueError(f"expected {{'devices': [...]}} of at most {MAX_WEB_DEVICES}")
+        load = posted.get("load")
+        if load is not None and not (isinstance(load, str) and len(load) <= 64):
+            raise ValueError("load must be a string of at most 64 characters")
         for device in devices:
             _check_device(device)
         with self._changed:
@@ -199,29 +206,41 @@ class DemoPage:
             before = {d.get("user"): d for d in self._devices}
             self._devices = [before[d.get("user")]
                              if d.get("state") == WAITING and d.get("user") in before
-                             else self._with_earlier(d) for d in devices]
+                             else self._with_earlier(d, load) for d in devices]
             self._changed.notify_all()
 
-    def _with_earlier(self, device: dict[str, Any]) -> dict[str, Any]:
+    def _with_earlier(self, device: dict[str, Any], load: str | None) -> dict[str, Any]:
         """``device`` with the tasks its earlier loads of the page reported before its own. A
-        load's list only grows, so a list that does not extend the one last posted is a new
-        load (a reload, or a second tab taking over): the page starts its list afresh, and
-        before, `fedhh up`'s summary forgot every round before the last reload (a device that
-        contributed to round 1 read 'demo round 2.1: device_aborted' alone)."""
+        post names its page's ``load``, and a load's list only grows, so another load, or a
+        list that does not extend the one last posted, is a new load (a reload, or a second
+        tab taking over): the page starts its list afresh, and before, `fedhh up`'s summary
+        forgot every round before the last reload (a device that contributed to round 1 read
+        'demo round 2.1: device_aborted' alone). The round the old load was in without an
+        outcome is kept as interrupted: its masked input may be in a released sum, where the
+        new load, handed the round's task again, refuses it (before, the summary said
+        'device_aborted' of that round alone)."""
         user = device.get("user")
         tasks = list(device.get("tasks") or [])
         last = self._current.get(user, [])
-        if tasks[:len(last)] != last:
-            earlier = self._earlier.get(user, []) + last
+        before = self._loads.get(user)
+        if tasks[:len(last)] != last or (load is not None and before not in (None, load)):
+            due = self._due.get(user)
+            earlier = self._earlier.get(user, []) + last + ([due] if due else [])
             while earlier and len(json.dumps(earlier)) > EARLIER_TASK_BYTES:
                 earlier = earlier[1:]
             self._earlier[user] = earlier
         self._current[user] = tasks
         self._current.move_to_end(user)
+        self._loads[user] = load or ""
+        self._due[user] = ({"task": device["task"], "interrupted": device.get("stage") or "",
+                            "sent": bool(device.get("sent"))}
+                           if _outcome_due(device) else {})
         # (a poster that is not the page, naming new users in each post, grew both without
         # bound: up to MAX_STATUS_BYTES kept of every post)
         while len(self._current) > MAX_WEB_DEVICES:
-            self._earlier.pop(self._current.popitem(last=False)[0], None)
+            gone = self._current.popitem(last=False)[0]
+            for kept in (self._earlier, self._loads, self._due):
+                kept.pop(gone, None)
         return {**device, "tasks": self._earlier.get(user, []) + tasks}
 
     def _answer(self, path: str) -> tuple[bytes, str] | None:
@@ -266,7 +285,8 @@ _DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
     "note": (str,), "noAnswerSince": (int, float), "tasks": (list,), "spent": (int, float),
     "error": (str,), "sent": (bool,)}
 _TASK_FIELDS: dict[str, tuple[type, ...]] = {
-    "task": (str,), "outcome": (str,), "contributed": (bool,), "detail": (str,)}
+    "task": (str,), "outcome": (str,), "contributed": (bool,), "detail": (str,),
+    "interrupted": (str,), "sent": (bool,)}
 
 
 def _check_fields(value: object, fields: dict[str, tuple[type, ...]], what: str
@@ -508,6 +528,8 @@ def _ended_as(task: dict[str, Any], attempts: dict[str, tuple[str, int]]) -> str
     named with it (before, 'contributed' alone, where the page said 'contributed
     (round_aborted)'); one whose input was accepted and whose answer to a later stage came
     late is in the sum of a released attempt, which ``attempts`` (``summary``'s) tells."""
+    if "interrupted" in task:
+        return _no_outcome(task, attempts, reloaded=True)
     outcome = task.get("outcome")
     if task.get("contributed"):
         if outcome == "completed":
@@ -547,19 +569,32 @@ def _outcome_due(device: dict[str, Any]) -> bool:
 
 def _unreported(device: dict[str, Any], attempts: dict[str, tuple[str, int]]) -> str:
     """The task a device was in when the page last posted, where the page posted no outcome
-    for it (a tab closed or frozen in its round), told from what the run's attempts say: a
-    device whose masked input was accepted is in the sum of a released attempt. Before, such
-    a device read 'no round yet', or its rounds without the last, where its input was in."""
+    for it (a tab closed or frozen in its round), told from what the run's attempts say (as
+    ``_no_outcome``). Before, such a device read 'no round yet', or its rounds without the
+    last, where its input was in."""
     if not _outcome_due(device):
         return ""
-    name = device["task"]
-    state, contributors = attempts.get(name, ("", 0))
-    if state == "released" and device.get("sent"):
-        return (f"{name}: contributed (its masked input was accepted and the round released "
-                f"over {contributors}; its outcome not yet posted by the page)")
-    where = f"in {device['stage']}" if device.get("stage") else "in it"
-    return (f"{name}: no outcome posted yet (the page last showed it {where}"
-            + (", its masked input sent" if device.get("sent") else "")
+    return f"{device['task']}: " + _no_outcome(
+        {"interrupted": device.get("stage") or "", "sent": device.get("sent"),
+         "task": device["task"]}, attempts, reloaded=False)
+
+
+def _no_outcome(task: dict[str, Any], attempts: dict[str, tuple[str, int]], reloaded: bool
+                ) -> str:
+    """A task whose outcome the page has not posted (``task``: its name, the stage it was
+    ``interrupted`` at, whether its masked input was ``sent``; ``reloaded``: the page was
+    reloaded in it, else its last post showed it), told from the run's attempts: a device
+    whose masked input was accepted is in the sum of a released attempt."""
+    state, contributors = attempts.get(str(task.get("task")), ("", 0))
+    stage = task.get("interrupted") or "it"
+    where = f"the page was reloaded in {stage}" if reloaded else \
+        f"the page last showed it in {stage}"
+    if state == "released" and task.get("sent"):
+        return (f"contributed (its masked input was accepted and the round released over "
+                f"{contributors}; " + (f"{where} before its outcome)" if reloaded
+                                       else "its outcome not yet posted by the page)"))
+    return ("no outcome " + ("(" if reloaded else "posted yet (") + where
+            + (", its masked input sent" if task.get("sent") else "")
             + (f"; the round was {state}" if state else "")
             + (f" over {contributors}" if state == "released" else "") + ")")
 

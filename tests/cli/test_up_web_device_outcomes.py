@@ -120,3 +120,39 @@ def test_a_late_answer_after_an_accepted_input_in_a_released_round_is_told_in_th
         assert len(told) == 1
         assert answer is not None and json.loads(answer[0]) == {
             "lines": [], "released": ["demo round 1.1"]}
+
+
+def test_the_round_a_page_was_reloaded_in_is_kept_and_told_from_the_attempts(
+        tmp_path: Path) -> None:
+    """Reloaded in round 2's unmask (its masked input accepted), the page's new load is handed
+    round 2's task again and refuses it (its admission was for the old load's keys): round 2
+    was released over 57 with its input. Before, the summary said 'demo round 2.1:
+    device_aborted (...)' of it alone. A load the page names tells a reload even before any
+    round ended (its list of tasks then grows from empty as the old one did)."""
+    (tmp_path / "browser").mkdir()
+    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
+    refused = task("demo round 2.1", "device_aborted", False, "the admission does not verify")
+
+    def post(page: DemoPage, load: str, state: str, tasks: list[dict[str, Any]],
+             **fields: Any) -> None:
+        page._posted(json.dumps({"load": load, "devices": [
+            device(state, tasks, **fields)]}).encode())
+
+    with DemoPage(tmp_path, None) as page:
+        post(page, "a", "in a round", [FIRST], task="demo round 2.1", stage="unmask", sent=True)
+        post(page, "b", "in a round", [], task="demo round 2.1", stage="checking the config")
+        post(page, "b", "checking in", [refused])
+        assert summary(page.devices(), ATTEMPTS) == [
+            "user 8 (device 3, local eps spent 1.500): demo round 1.1: contributed, demo round "
+            "2.1: contributed (its masked input was accepted and the round released over 57; "
+            "the page was reloaded in unmask before its outcome), demo round 2.1: "
+            "device_aborted (the admission does not verify)"]
+    with DemoPage(tmp_path, None) as page:
+        # Reloaded in round 1's share keys, before any outcome: nothing of it in the sum.
+        post(page, "a", "in a round", [], task="demo round 1.1", stage="share keys")
+        post(page, "b", "checking in", [])
+        assert summary(page.devices(), ATTEMPTS)[0].endswith(
+            "demo round 1.1: no outcome (the page was reloaded in share keys; the round was "
+            "released over 60)")
+        post(page, "b", "checking in", [])  # the same load again: told once
+        assert summary(page.devices(), ATTEMPTS)[0].count("demo round 1.1") == 1

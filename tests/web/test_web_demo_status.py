@@ -60,6 +60,8 @@ BAD = [
     '{"devices": [{"user": 1, "spent": 1' + "0" * 400 + '}]}',
     '{"devices": [{"user": 1, "noAnswerSince": -1' + "0" * 309 + '}]}',
     json.dumps({"devices": [GOOD] * 11}),  # more devices than a page runs
+    json.dumps({"load": 5, "devices": [GOOD]}), json.dumps({"load": "x" * 65, "devices": []}),
+    '{"devices": [{"user": 1, "tasks": [{"interrupted": 3}]}]}',
     "{not json", "\udcff",
 ]
 

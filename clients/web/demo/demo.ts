@@ -274,10 +274,18 @@ function schedulePost(): void {
   }, 300);
 }
 
+/**
+ * This load of the page, named in its posts: `fedhh up` tells a reload from the posts (the
+ * round a device was in when the page was reloaded is kept as interrupted, its masked input
+ * perhaps in a released sum, where the new load refuses the round's task handed again).
+ */
+const load = Array.from(crypto.getRandomValues(new Uint8Array(8)),
+                        (byte) => byte.toString(16).padStart(2, "0")).join("");
+
 function postStates(keepalive: boolean): void {
   const send = (alive: boolean) => fetch("status", {
     method: "POST", headers: { "Content-Type": "application/json" }, keepalive: alive,
-    body: JSON.stringify({ devices: views }) });
+    body: JSON.stringify({ load, devices: views }) });
   // (a keepalive body is capped at 64 KiB: a larger one goes as an ordinary post)
   send(keepalive).catch(() => keepalive ? send(false).catch(() => undefined) : undefined);
 }
