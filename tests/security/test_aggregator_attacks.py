@@ -61,7 +61,9 @@ N = 8
 
 
 def _cohort(round_id: bytes, dimension: int = 64, seed: int = 0,
-            windows_ms: tuple[int, int, int, int, int] = (20_000,) * 5, **kw: Any) -> Cohort:
+            windows_ms: tuple[int, int, int, int, int] = (600_000,) * 5, **kw: Any) -> Cohort:
+    # (stages far apart, as make_cohort's: they close once every device has answered, and
+    # the windows start before the aggregator's process does, which a busy machine slows)
     # k = n - 1 = 7 and t = 5 > (k + 1) / 2: lying-server parameters for up to one colluder.
     return make_cohort(N, dimension, N - 1, 5, n_min=5, windows_ms=windows_ms,
                        consistency_check=True, round_id=round_id, seed=seed, **kw)
