@@ -967,7 +967,8 @@ def add_starting_so(payload: dict[str, Any], result: SimulationResult, config: R
         decoded = codec.decode(hitter.code >> (hitter.max_bits - hitter.bits), hitter.bits)
         known.append(decoded.text.encode("utf-8", "surrogatepass") + decoded.partial)
     for (entry, _), found in zip(rows, starting_so(vocabulary, held, known), strict=True):
-        entry["starting_so"] = found
+        if found is not None:
+            entry["starting_so"] = found
 
 
 # (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the

@@ -6,6 +6,7 @@ codes before its first round, and `fedhh device` counts its users' at the start.
 from __future__ import annotations
 
 import bisect
+import heapq
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,7 @@ STARTING_NAMED = 3  # (the most held of a cut row's items, named in --json)
 
 
 def starting_so(vocabulary: tuple[str, ...], held: np.ndarray | None,
-                prefixes: list[bytes]) -> list[dict[str, Any]]:
+                prefixes: list[bytes]) -> list[dict[str, Any] | None]:
     """Of each cut row's known bytes (``prefixes``, ``Decoded.known_bytes``' bytes), the
     dataset's items that begin with them: how many (``items``), how many bytes longer than the
     prefix they are (``bytes_more``, the least and the most) and the ``STARTING_NAMED`` most
@@ -94,23 +95,27 @@ def starting_so(vocabulary: tuple[str, ...], held: np.ndarray | None,
     order), whole, their ends too. A run shows such an item by its beginning alone (two URLs
     that differ at their end are one row); a simulation knows the data, and says what the row
     stands for. The vocabulary is sorted by code point, which UTF-8's byte order keeps, so the
-    items of one prefix are one span of it."""
+    items of one prefix are one span of it. None for a row of no whole byte."""
     encoded = [item.encode("utf-8", "surrogatepass") for item in vocabulary]
     order = list(range(len(encoded)))
     if any(encoded[i] > encoded[i + 1] for i in range(len(encoded) - 1)):
         order.sort(key=encoded.__getitem__)  # (a dataset folder written otherwise)
     keys = [encoded[i] for i in order]
-    out = []
+    out: list[dict[str, Any] | None] = []
     for prefix in prefixes:
+        if not prefix:  # (a row of bits alone, ⟨0110⟩…: it begins every item)
+            out.append(None)
+            continue
         lo = bisect.bisect_left(keys, prefix)
         hi = lo
         while hi < len(keys) and keys[hi].startswith(prefix):
             hi += 1
         ids = order[lo:hi]
-        if held is not None:
-            ids = sorted(ids, key=lambda i: (-float(held[i]), i))
+        # (the few named by a partial sort: a short prefix begins much of a vocabulary)
+        named = (heapq.nsmallest(STARTING_NAMED, ids, key=lambda i: (-float(held[i]), i))
+                 if held is not None else ids[:STARTING_NAMED])
         more = [len(encoded[i]) - len(prefix) for i in ids]
         out.append({"items": len(ids), "bytes_more": [min(more), max(more)] if more else None,
                     "most_held" if held is not None else "first": [
-                        vocabulary[i] for i in ids[:STARTING_NAMED]]})
+                        vocabulary[i] for i in named]})
     return out
