@@ -334,7 +334,8 @@ def run(args: argparse.Namespace) -> int:
         # dataset). Built, the dataset is opened first, so that a suite the store holds whole
         # needs no scheduler.
         check_scheduler(cluster.scheduler, CONNECT_S, _above_the_bar_line)
-    suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store, listing=args.dry_run)
+    suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store, listing=args.dry_run,
+                  progress=not args.quiet)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
         list_runs(suite, plan)

@@ -265,9 +265,13 @@ def absolute(name: str) -> str:
 
 def resolve(name: str, *, progress: bool = False) -> FederatedDataset:
     """A population of the utility studies by name (``NAMED``), or any dataset name or path."""
-    from fedhh.data.registry import resolve_dataset
+    from fedhh.data.progress import announce
+    from fedhh.data.registry import cache_root, resolve_dataset
 
     directory = NAMED.get(name)
     if directory is not None:
+        if not built(name):  # (minutes: said, as a built-in dataset's first build is)
+            announce(progress, f"building {name} into {cache_root()} (once; later runs read "
+                               "it from there)")
         return load_dataset(directory())
     return resolve_dataset(name, progress=progress)

@@ -138,11 +138,14 @@ class Suite:
 
     def __init__(self, settings: SuiteSettings, store: ResultStore | None,
                  dataset: FederatedDataset | None = None, *, reuse_populations: bool = True,
-                 max_populations: int | None = None, listing: bool = False) -> None:
+                 max_populations: int | None = None, listing: bool = False,
+                 progress: bool = False) -> None:
         """``store`` None: a suite that only computes (a Dask worker's; ``execute`` refuses).
         ``max_populations`` bounds the encoded vocabularies kept (least recently used go).
         ``listing``: a suite that plans without building a dataset (a dry run: building the
-        default one takes minutes and 3.5 GB); see ``identity_of``."""
+        default one takes minutes and 3.5 GB); see ``identity_of``. ``progress``: a dataset
+        built or imported on first use says so, with its meters (``fedhh.data.progress``:
+        on a terminal); before, building the default one was ten minutes of silence."""
         if max_populations is not None and max_populations < 1:
             raise ConfigError(f"max_populations must be >= 1, got {max_populations}")
         self.settings = settings
@@ -152,6 +155,7 @@ class Suite:
         self.max_populations = max_populations
         self._populations: dict[tuple[int, str], Population] = {}
         self.listing = listing
+        self.progress = progress
         # The datasets a listing suite planned under a stand-in identity, first use first.
         self.unbuilt: list[str] = []
         self._data: dict[str, SuiteData] = {}
@@ -188,7 +192,7 @@ class Suite:
         if name not in self._data:
             from fedhh.experiments.populations import resolve
 
-            data = SuiteData.of(resolve(name))
+            data = SuiteData.of(resolve(name, progress=self.progress))
             if data.dataset.num_users < 2:
                 # (the simulator's refusal said "give --eps-local", an option no study has)
                 raise ConfigError(
