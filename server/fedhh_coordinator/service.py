@@ -12,7 +12,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import grpc
@@ -142,6 +142,9 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         self._polling: dict[int, tuple[str, asyncio.Task[Any]]] = {}
         self._replaced: set[asyncio.Task[Any]] = set()
         self._enrolling = 0  # enrollments waiting for the store (``ENROLLS_WAITING``)
+        # Each identity key's store write under way (``Enroll``): it goes on in its thread
+        # after its call ended, and a retry of the key is written after it.
+        self._writing: dict[bytes, Future[int]] = {}
 
     @status_errors
     async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext
@@ -161,12 +164,24 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if self._enrolling >= ENROLLS_WAITING:
             raise RateLimited(f"{self._enrolling} enrollments are waiting for the coordinator's "
                               "store, which is slow now; retry in a few seconds")
-        credential = auth.new_credential()
+        key = bytes(request.identity_public_key)
         self._enrolling += 1
         try:
-            device_id = await asyncio.get_running_loop().run_in_executor(
-                _ENROLLING, self.store.add_device, auth.credential_hash(credential),
-                request.identity_public_key, request.label, attested.token_hash)
+            # The write of an earlier call of this key (one that ended at its caller's
+            # deadline, the device sending the same request again) goes on in its thread: this
+            # one is written after it, so that the credential the store keeps is the one this
+            # answer carries (``Store.add_device``'s reissue). Before, the two were written in
+            # the two threads at once, and where the earlier was stored last, it replaced the
+            # credential of the answer the device got with one nobody holds.
+            while (earlier := self._writing.get(key)) is not None and not earlier.done():
+                await asyncio.wait([asyncio.wrap_future(earlier)])
+            credential = auth.new_credential()
+            write = _ENROLLING.submit(self.store.add_device, auth.credential_hash(credential),
+                                      key, request.label, attested.token_hash)
+            self._writing[key] = write
+            asyncio.wrap_future(write).add_done_callback(
+                lambda _: self._writing.pop(key) if self._writing.get(key) is write else None)
+            device_id = await asyncio.wrap_future(write)
         finally:
             self._enrolling -= 1
         metrics.ENROLLED.inc()
