@@ -36,8 +36,9 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
             admin.start_run(run_config(
                 rounds=1, max_bits=10, dim_limit=1 << 10, target_devices=25, min_devices=15,
                 # (no device advertises; all decline, so the round aborts without waiting for
-                # the advertisement's deadline)
-                checkin_ms=60_000, stage_ms=3_000, advertise_ms=1_000, max_attempts=1,
+                # the advertisement's deadline, a minute away: at 1 s, a busy machine's
+                # devices could decline after it, and fewer than 25 be counted)
+                checkin_ms=60_000, stage_ms=3_000, advertise_ms=60_000, max_attempts=1,
                 expected_dropout=0.05, corrupt_fraction=0.05), run_id="refused")
             run = admin.wait("refused", 180)
         stop_cleanly(topo, "devices")  # (the count of refused rounds is logged as it stops)
