@@ -1085,8 +1085,10 @@ def test_quiet_close_never_cuts_a_stage_that_misses_many_devices(tail: float,
             round_ = agg.registry.by_session(cohort.session_id)
             closes = _record_closes(round_)
             devices = asyncio.ensure_future(take_part(channel, cohort, range(1, live + 1)))
-            await _until(lambda: bool(closes) or round_.server.received() == live)
-            telling = not closes and time.time() < deadline_s - advertise_ms / 2000
+            advertising = lambda: (  # noqa: E731
+                round_.server.stage == Stage.ADVERTISE_KEYS and not round_.finished.is_set())
+            await _until(lambda: not advertising() or round_.server.received() == live)
+            telling = advertising() and time.time() < deadline_s - advertise_ms / 2000
             outcomes = await devices
             if not telling:
                 return None
