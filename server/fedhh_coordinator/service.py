@@ -53,7 +53,7 @@ from fedhh_coordinator.runs import (
     create_run,
     stored_ledger,
 )
-from fedhh_coordinator.slow_reads import off_loop, shared
+from fedhh_coordinator.slow_reads import off_loop, shared, shared_after
 from fedhh_coordinator.store import (
     EnrollmentCounts,
     RoundRow,
@@ -268,7 +268,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
         # The runs StartRun is storing now, by id: what a second StartRun of the id and a
         # CancelRun of it meet before the run is in the store (``_storing``).
         self._storing: dict[str, asyncio.Future[Any]] = {}
-        self._counting: dict[None, asyncio.Future[EnrollmentCounts]] = {}  # (GetEnrollment's)
+        # (GetEnrollment's count under way, and the one its later callers wait for)
+        self._counting: dict[None, asyncio.Future[EnrollmentCounts]] = {}
+        self._count_next: dict[None, asyncio.Future[EnrollmentCounts]] = {}
 
     def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
         auth.check_admin(metadata, self.admin_token)
@@ -333,8 +335,10 @@ class AdminService(pb_grpc.AdminServiceServicer):
                             context: grpc.aio.ServicerContext) -> pb.Enrollment:
         self._check(context)
         # (a count over every token ever minted, 0.15 s at 300,000: one in a slow reads'
-        # thread for every caller that comes while it runs; a burst of calls queued one each)
-        counts = await shared(self._counting, None, self.store.enrollment)
+        # thread for every caller that comes while one runs, begun as it ends; a burst of
+        # calls queued one each)
+        counts = await shared_after(self._counting, self._count_next, None,
+                                    self.store.enrollment)
         return pb.Enrollment(devices_enrolled=counts.devices,
                              last_enrolled_at=counts.last_enrolled_at,
                              tokens_unused=counts.tokens_unused,

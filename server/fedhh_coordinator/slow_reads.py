@@ -53,6 +53,34 @@ async def shared(running: dict[K, asyncio.Future[T]], key: K, read: Callable[...
     return await asyncio.shield(under_way)
 
 
+async def shared_after(running: dict[K, asyncio.Future[T]], queued: dict[K, asyncio.Future[T]],
+                       key: K, read: Callable[..., T], /, *args: object) -> T:
+    """``shared``, for a read of what changes (a count): a caller joins only a read begun
+    after it came, so that it is told of every write answered before it asked. One that comes
+    while a read runs waits for the next, which begins as that one ends, once for every caller
+    that came meanwhile (``queued``: key -> that next read): at most one read running and one
+    waiting, by key. ``shared`` alone told a caller that had just minted tokens a count read
+    before they were stored."""
+    before = running.get(key)
+    if before is None:
+        return await shared(running, key, read, *args)
+    after = queued.get(key)
+    if after is None:
+        async def next_read() -> T:
+            await asyncio.wait([before])
+            del queued[key]  # (a caller from now on waits for the read begun here)
+            return await shared(running, key, read, *args)
+
+        after = queued[key] = asyncio.ensure_future(next_read())
+        after.add_done_callback(_retrieved)
+    return await asyncio.shield(after)
+
+
+def _retrieved(done: asyncio.Future[T]) -> None:
+    if not done.cancelled():
+        done.exception()
+
+
 def _read_done(running: dict[K, asyncio.Future[T]], key: K, done: asyncio.Future[T]) -> None:
     if running.get(key) is done:
         del running[key]

@@ -7,7 +7,8 @@ queued without bound:
   again. Before, each Enroll wrote the store on the event loop, holding every device's call
   for as long as the store took, and every enrollment the rate limit let in queued behind it;
 - a burst of GetEnrollment calls runs one count (over every token ever minted) for all the
-  callers that come while it runs. Before, each call queued a count of its own in the slow
+  callers that come while one runs, begun as it ends (a count begun before a caller came may
+  miss the tokens it was just given). Before, each call queued a count of its own in the slow
   reads' threads, ahead of the admin API's and the dashboard's reads."""
 
 from __future__ import annotations
@@ -143,5 +144,52 @@ def test_a_burst_of_enrollment_counts_runs_one_count(
     finally:
         slow.release.set()
         store.close()
-    assert slow.calls == 1, slow.calls
+    # (the first caller's count, and one for the 199 that came while it ran)
+    assert slow.calls == 2, slow.calls
     assert [a.tokens_unused for a in answers] == [3] * burst
+
+
+def test_a_count_asked_after_a_mint_counts_its_tokens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GetEnrollment asked once a mint was answered joins no count begun before it: the count
+    under way read the store before the mint, and the caller would be told the tokens it had
+    just been given were not there. It waits for the next count, which the callers that came
+    meanwhile share."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    mint(store, 3)
+    read_before = threading.Event()
+    answer_first = threading.Event()
+    count = store.enrollment
+    counts = [0]
+
+    def enrollment(*args: Any) -> Any:
+        counts[0] += 1
+        counted = count(*args)
+        if counts[0] == 1:  # (the count under way: read, not yet answered)
+            read_before.set()
+            answer_first.wait(HELD_S)
+        return counted
+
+    monkeypatch.setattr(store, "enrollment", enrollment)
+    admin = AdminService(store, Idle(), TOKEN, LifetimeBudget())  # type: ignore[arg-type]
+
+    async def scenario() -> tuple[pb.Enrollment, list[pb.Enrollment]]:
+        under_way = asyncio.create_task(admin.GetEnrollment(pb.GetEnrollmentRequest(),
+                                                            Context()))  # type: ignore[arg-type]
+        await asyncio.to_thread(read_before.wait, HELD_S)
+        mint(store, 2)
+        after = [asyncio.create_task(admin.GetEnrollment(pb.GetEnrollmentRequest(),
+                                                         Context()))  # type: ignore[arg-type]
+                 for _ in range(3)]
+        await asyncio.sleep(0)  # (each asked)
+        answer_first.set()
+        return await under_way, await asyncio.gather(*after)
+
+    try:
+        first, later = asyncio.run(asyncio.wait_for(scenario(), 2 * HELD_S))
+    finally:
+        answer_first.set()
+        store.close()
+    assert first.tokens_unused == 3
+    assert [a.tokens_unused for a in later] == [5] * 3  # (3 each on the old code)
+    assert counts[0] == 2  # (one count for the three that came while the first ran)
