@@ -430,13 +430,14 @@ class RequestForm(IntFlag):
 
     @classmethod
     def of(cls, opened: pb.SessionOpen) -> RequestForm:
-        """The form a device's ``SessionOpen`` asks for."""
-        form = cls.PLAIN
-        if opened.packed_requests:
-            form |= cls.PACKED_SHARES
-        if opened.survivor_bits:
-            form |= cls.SURVIVOR_BITS
-        return form
+        """The form a device's ``SessionOpen`` asks for (looked up: an IntFlag's ``|`` runs
+        enum's Python, 1.5 us of every session's open where the lookup takes 0.2)."""
+        return _FORMS[bool(opened.packed_requests), bool(opened.survivor_bits)]
+
+
+_FORMS = {(packed, bits): RequestForm((RequestForm.PACKED_SHARES if packed else 0)
+                                      | (RequestForm.SURVIVOR_BITS if bits else 0))
+          for packed in (False, True) for bits in (False, True)}
 
 
 def _survivor_bits(survivors: tuple[int, ...]) -> bytes:

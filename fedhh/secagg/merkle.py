@@ -114,16 +114,6 @@ def _proof_nodes(n: int, runs: list[list[int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _path_nodes(n: int, position: int) -> list[tuple[int, int]]:
-    """:func:`_proof_nodes` of the one leaf at ``position``: the siblings on its path."""
-    index, size, level, out = position, n, 0, []
-    while size > 1:
-        if index ^ 1 < size:
-            out.append((level, index ^ 1))
-        index, size, level = index >> 1, (size + 1) >> 1, level + 1
-    return out
-
-
 def _increasing(positions: Sequence[int], n: int) -> bool:
     return (len(positions) > 0 and all(isinstance(p, int) and not isinstance(p, bool)
                                        for p in positions)
@@ -177,20 +167,23 @@ def root_from_proof(salt: bytes, n: int, position: int, device_id: int, keys: Me
     outside [0, n), a proof of the wrong length)."""
     if (not well_formed_keys(keys) or not isinstance(device_id, int) or not isinstance(n, int)
             or not isinstance(position, int) or not 0 <= position < n
-            or not isinstance(proof, bytes)
-            or len(proof) != HASH_BYTES * len(_path_nodes(n, position))):
+            or not isinstance(proof, bytes)):
         return None
-    # (root_from_leaves of the one leaf, in the loop that every admission check runs)
+    # (root_from_leaves of the one leaf, in the loop that every admission check runs; the
+    # proof's length is checked as the loop takes its siblings, not by listing the path's
+    # nodes first, 1.5 of the 12 us of a worker's check at a shard of 5,000)
     h = leaf_hash(salt, device_id, keys)
     index, size, pos = position, n, 0
     while size > 1:
         if index ^ 1 < size:
             sibling = proof[pos:pos + HASH_BYTES]
+            if len(sibling) != HASH_BYTES:
+                return None
             pos += HASH_BYTES
             h = _sha256(_NODE + sibling + h if index & 1 else _NODE + h + sibling).digest()
         index >>= 1
         size = (size + 1) >> 1
-    return h
+    return h if pos == len(proof) else None
 
 
 class ProofNodes:

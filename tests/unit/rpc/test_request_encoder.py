@@ -306,3 +306,14 @@ def test_the_encoded_ids_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
         expected = pb.UnmaskRequest(alive=[device_id]).SerializeToString()[2:]
         assert encoded[device_id] == expected  # (the packed field's tag and length cut off)
     assert sorted(encoded) == [1, 127, 128, 300]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("bits", [False, True])
+def test_the_request_form_is_what_the_open_asks_for(packed: bool, bits: bool) -> None:
+    form = RequestForm.of(pb.SessionOpen(packed_requests=packed, survivor_bits=bits))
+    assert isinstance(form, RequestForm)
+    assert (RequestForm.PACKED_SHARES in form, RequestForm.SURVIVOR_BITS in form) == (packed,
+                                                                                     bits)
+    assert form == ((RequestForm.PACKED_SHARES if packed else RequestForm.PLAIN)
+                    | (RequestForm.SURVIVOR_BITS if bits else RequestForm.PLAIN))

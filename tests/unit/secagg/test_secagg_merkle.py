@@ -76,7 +76,7 @@ def test_an_admissions_verifier_agrees_with_the_multiproofs_on_any_proof_length(
     """root_from_proof (one leaf's path, the admissions' loop) and root_from_leaves (the
     rosters') are two verifiers of one shape: for every position of trees of 1 to 33 leaves
     (powers of two and their neighbours among them), the right proof, one hash short, one
-    long and its hashes reversed get the same verdict from both."""
+    long, its hashes reversed, a byte short and a byte long get the same verdict from both."""
     keys = keys_for(33)
     for n in range(1, 34):
         tree = IdentityTree(ROUND, SEED, keys[:n])
@@ -85,7 +85,7 @@ def test_an_admissions_verifier_agrees_with_the_multiproofs_on_any_proof_length(
             leaf = leaf_hash(tree.salt, i, keys[i - 1])
             hashes = [proof[j:j + HASH_BYTES] for j in range(0, len(proof), HASH_BYTES)]
             for shape in (proof, proof[HASH_BYTES:], proof + bytes(HASH_BYTES),
-                          b"".join(reversed(hashes))):
+                          b"".join(reversed(hashes)), proof[:-1], proof + b"\0"):
                 one = root_from_proof(tree.salt, n, position, i, keys[i - 1], shape)
                 assert one == root_from_leaves(n, [(position, leaf)], shape), (n, i, len(shape))
                 assert (one == tree.root) == (shape == proof)
