@@ -937,9 +937,9 @@ def prefix_note(hitter: dict[str, Any]) -> str:
     the data). A cut item shows its beginning alone: two URLs that differ at their end are one
     row, and before, nothing but its ``…`` said that the rest, its end too, was never found.
     Empty for a whole item."""
-    if not hitter.get("truncated"):
-        return ""
-    known = int(hitter.get("prefix_bytes", 0))
+    if not hitter.get("truncated") or "prefix_bytes" not in hitter:
+        return ""  # (a whole item; or a payload written before rows said their bytes)
+    known = int(hitter["prefix_bytes"])
     held = f"the first {known:,} byte{'' if known == 1 else 's'}" if known else "no whole byte"
     starting = hitter.get("starting_so")
     if not isinstance(starting, dict) or not starting.get("items"):
