@@ -14,7 +14,7 @@ from fedhh.v1 import coordinator_pb2 as pb
 def test_the_demo_page_lists_the_items_as_the_consoles_show_them() -> None:
     said: list[str] = []
     demo = SimpleNamespace(say=said.append, wait_settled=lambda seconds: None,
-                           devices=lambda: [])
+                           devices=lambda: [], follow=lambda run: None)
     run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.2,
                           rounds_released=2, rounds=[])
     items = ["\u202eevil", 'say "hi", bye', "a\\b", "\u05e9\u05dc\u05d5\u05dd"]
