@@ -65,7 +65,7 @@ def test_the_web_demo_page_tells_one_released_round_as_one(
         capsys: pytest.CaptureFixture[str]) -> None:
     said: list[str] = []
     demo = SimpleNamespace(say=said.append, wait_settled=lambda seconds: None,
-                           devices=lambda: [])
+                           devices=lambda: [], follow=lambda run: None)
     close_demo(demo, _run(1), SimpleNamespace(heavy_hitters=[]))
     assert said == ["run demo: done; eps_agg spent 1.200 over 1 released round; heavy hitters: "
                     "none"]

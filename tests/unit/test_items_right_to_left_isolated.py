@@ -29,7 +29,7 @@ FSI, PDI, LRM = "\u2068", "\u2069", "\u200e"
 def test_the_demo_page_isolates_each_right_to_left_item_of_its_list() -> None:
     said: list[str] = []
     demo = SimpleNamespace(say=said.append, wait_settled=lambda seconds: None,
-                           devices=lambda: [])
+                           devices=lambda: [], follow=lambda run: None)
     run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.2,
                           rounds_released=2, rounds=[])
     items = [HEBREW, ARABIC, "apple", f"{HEBREW} 12", "\u0663\u0664", "\u0665\u0666"]
