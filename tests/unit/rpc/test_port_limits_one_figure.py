@@ -58,3 +58,12 @@ def test_a_receive_cap_outside_the_one_range_is_refused_on_every_port(cap: int) 
             make()
         refusals.append(str(refused.value).split(" must be ")[1])
     assert len(set(refusals)) == 1, refusals
+
+
+def test_the_web_demo_pages_head_deadline_is_the_listeners() -> None:
+    """The web demo's server keeps its own copy of the listeners' head deadline because the
+    command line imports no network module at its top (test_layers); the copy must read the
+    same, or a page's request would be held to another deadline than every port's."""
+    from fedhh.cli import webdemo
+
+    assert webdemo.HEAD_TIMEOUT_S == http_listener.HEAD_TIMEOUT_S
