@@ -184,15 +184,33 @@ def remote_address(text: str) -> str:
     # FEDHH_AGGREGATOR_PUBLIC_HOST=https://fedhh.example.org made the address devices are told
     # "https://fedhh.example.org:7100", accepted until every device failed to dial it) or any
     # other character no host name has (bad_host! was accepted, and failed at the first call)
-    if re.fullmatch(r"\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]", host):
-        return text
-    problem = ("holds a colon (a scheme, or a port twice; an IPv6 address goes in brackets, "
-               "[::1]:7000)" if ":" in host else host_problem(host.removesuffix(".")))
+    bracketed = re.fullmatch(r"\[([0-9A-Fa-f:.]+)(%[\w.-]+)?\]", host)
+    if bracketed:
+        # (brackets hold an IPv6 address alone: [1.2.3.4] and [:::] were accepted and failed
+        # at the first call)
+        if _is_ipv6(bracketed.group(1)):
+            return text
+        problem: str | None = (f"holds {bracketed.group(1)!r} in brackets, which hold an IPv6 "
+                               "address alone ([::1]:7000; an IPv4 address goes bare)")
+    elif ":" in host:
+        problem = ("holds a colon (a scheme, or a port twice; an IPv6 address goes in "
+                   "brackets, [::1]:7000)")
+    elif host == ".":
+        problem = "is a dot alone"
+    else:
+        problem = host_problem(host.removesuffix("."))
     if problem is not None:
         raise argparse.ArgumentTypeError(
             f"must be HOST:PORT with a port 1 to 65535, HOST a name or an IP address, got "
             f"{text!r}: the host {problem}")
     return text
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -224,6 +242,10 @@ def host_problem(host: str) -> str | None:
         if not DNS_LABEL.fullmatch(label):
             return (f"has the label {label!r}: a label is letters, digits, hyphens (not at "
                     "either end) and underscores")
+    if host.rsplit(".", 1)[-1].isdigit():
+        # (a resolver reads 1.2.3.999 or 2130706433 as an IPv4 address, or fails: no top-level
+        # domain is digits alone, RFC 3696 section 2)
+        return "ends in a label of digits alone, as an IPv4 address does, but is not one"
     return None
 
 

@@ -22,6 +22,11 @@ from fedhh.cli.options import remote_address
     ("https://fedhh.example.org:7100", "the host holds a colon (a scheme, or a port twice"),
     ("::1:7000", "an IPv6 address goes in brackets, [::1]:7000"),
     ("fedhh .example.org:7000", "the host contains a space"),
+    ("[1.2.3.4]:7000", "the host holds '1.2.3.4' in brackets, which hold an IPv6 address alone"),
+    ("[:::]:7000", "the host holds ':::' in brackets"),
+    ("1.2.3.999:7000", "the host ends in a label of digits alone, as an IPv4 address does"),
+    ("2130706433:7000", "the host ends in a label of digits alone"),
+    (".:7000", "the host is a dot alone"),
 ])
 def test_a_host_that_is_not_one_is_refused_saying_why(address: str, needle: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError) as refused:
@@ -34,7 +39,7 @@ def test_a_host_that_is_not_one_is_refused_saying_why(address: str, needle: str)
 @pytest.mark.parametrize("address", [
     "127.0.0.1:7000", "localhost:7000", "[::1]:7000", "[fe80::1%eth0]:7000",
     "fedhh.example.org.:7000", "fedhh_coordinator_1:7000", "xn--caf-dma.example.org:443",
-    "aggregator:7100",
+    "aggregator:7100", "[::ffff:10.0.0.1]:7000", "3com.example:7000",
 ])
 def test_host_names_and_addresses_pass(address: str) -> None:
     assert remote_address(address) == address
