@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
+from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import UPLOAD_IDLE_S, UPLOAD_MIN_RATE, RequestEncoder
 from fedhh.rpc.serving import MAX_PENDING_CALLS
 from fedhh.secagg import (
@@ -192,8 +193,10 @@ class Limits:
                               f"{self.quiet_close_tail!r}")
         if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
             raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
-        if not 64 << 10 <= self.max_message_bytes <= 16 << 20:
-            raise ConfigError(f"max_message_bytes must be in [64 KiB, 16 MiB], got "
+        # The ceiling is every port's receive cap (serving.check_receive_cap's), one figure.
+        if not 64 << 10 <= self.max_message_bytes <= serving.MAX_MESSAGE_BYTES:
+            raise ConfigError(f"max_message_bytes must be in [64 KiB, "
+                              f"{serving.MAX_MESSAGE_BYTES >> 20} MiB], got "
                               f"{self.max_message_bytes}")
         for name in ("max_wait_s", "result_ttl_s", "max_round_s", "upload_idle_s",
                      "tombstone_ttl_s"):

@@ -67,3 +67,15 @@ def test_the_web_demo_pages_head_deadline_is_the_listeners() -> None:
     from fedhh.cli import webdemo
 
     assert webdemo.HEAD_TIMEOUT_S == http_listener.HEAD_TIMEOUT_S
+
+
+def test_the_aggregators_message_cap_ends_at_every_ports_ceiling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aggregator's round limits took their ceiling from a 16 MiB of their own; it is now
+    the ports' one figure (serving.MAX_MESSAGE_BYTES), so a ceiling lowered there holds here."""
+    from fedhh_aggregator.rounds import Limits
+
+    monkeypatch.setattr(serving, "MAX_MESSAGE_BYTES", 1 << 20)
+    Limits(max_message_bytes=1 << 20)
+    with pytest.raises(ConfigError, match="max_message_bytes must be in"):
+        Limits(max_message_bytes=(1 << 20) + 1)
