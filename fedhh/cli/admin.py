@@ -62,7 +62,15 @@ def register(subparsers: Any) -> None:
     _connection(common, argparse.SUPPRESS)
     start = actions.add_parser("start", help="start a run (every knob of fedhh.config.RunConfig)",
                                parents=[common])
-    start.add_argument("--run-id", default="", help="the run's id (default: a random one)")
+    start.add_argument("--run-id", default="", help="the run's id (default: a random one, "
+                                                    "drawn here and printed if the start is "
+                                                    "not answered)")
+    start.add_argument("--timeout", type=options.number_in(
+                           lambda seconds: 0 < seconds <= 86_400, "more than 0 and at most "
+                           "86,400 seconds (a day)"), default=None, metavar="SECONDS",
+                       help="how long to wait for the coordinator to plan and store the run "
+                            "(default: 300, fedhh.rpc.admin_client's START_TIMEOUT_S; "
+                            "planning a long run takes seconds, more on a busy machine)")
     add_run_arguments(start, Mode.NETWORK)
     for action, text in (("status", "a run's state, rounds and privacy spent"),
                          ("results", "a finished run's heavy hitters, rounds and ledger"),
@@ -278,6 +286,19 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
             f"stay positive): {cut}; {remedy}")
 
 
+def unanswered_start(run_id: str, asked: str) -> str:
+    """What a StartRun of ``run_id`` that was not answered (its deadline, the connection lost)
+    leaves the operator; ``asked``: the --run-id given ("" when drawn here). The coordinator
+    goes on storing a run whose caller gave up, so the run may have started: before, the
+    bare DEADLINE_EXCEEDED said nothing of it, and the id was drawn at the coordinator, so
+    the same command again started a second run charging the same devices."""
+    again = "the same command" + ("" if asked else f" with --run-id {run_id}")
+    return (f"run {run_id} may have started (the coordinator finishes storing it after the "
+            f"call gives up): `fedhh admin ... status {run_id}` shows it; {again} is safe, "
+            "answered that run, never a second (a --timeout longer than the default waits "
+            "for a busy coordinator)")
+
+
 def fleet_note(client: Any, config: RunConfig) -> str | None:
     """A note when fewer devices have enrolled than the run's min_devices, or None. (Before,
     such a run was stored as pending and each attempt's check-in aborted short of it, the
@@ -300,13 +321,14 @@ def fleet_note(client: Any, config: RunConfig) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import grpc
     from google.protobuf.json_format import MessageToDict
 
     from fedhh.cli.main import INTERRUPTED
     from fedhh.cli.narrator import Narrator
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
-    from fedhh.rpc.admin_client import AdminClient
+    from fedhh.rpc.admin_client import START_TIMEOUT_S, AdminClient, new_run_id
     from fedhh.rpc.credentials import read_secret, write_private
     from fedhh.v1 import coordinator_pb2 as pb
 
@@ -337,7 +359,15 @@ def run(args: argparse.Namespace) -> int:
 
             config = config_from_args(args, Mode.NETWORK)
             options.warn_deny_items_cut(config, "fedhh admin start")
-            reply: Any = client.start_run(to_proto(config), args.run_id)
+            run_id = args.run_id or new_run_id()
+            try:
+                reply: Any = client.start_run(to_proto(config), run_id,
+                                                 args.timeout or START_TIMEOUT_S)
+            except grpc.RpcError as error:
+                if error.code() in serving.COMMAND_RETRIED:
+                    print(f"{said}: note: {unanswered_start(run_id, args.run_id)}",
+                          file=sys.stderr)
+                raise
             note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
                 print(f"{said}: note: {note}", file=sys.stderr)

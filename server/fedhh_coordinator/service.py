@@ -19,6 +19,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec.codebook import BUILTIN_NAMES
+from fedhh.config import RunConfig
 from fedhh.errors import (
     AuthenticationError,
     ConfigError,
@@ -268,6 +269,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         # The runs StartRun is storing now, by id: what a second StartRun of the id and a
         # CancelRun of it meet before the run is in the store (``_storing``).
         self._storing: dict[str, asyncio.Future[Any]] = {}
+        self._asked: dict[str, RunConfig] = {}  # (the config each of those asked for)
         # (GetEnrollment's count under way, and the one its later callers wait for)
         self._counting: dict[None, asyncio.Future[EnrollmentCounts]] = {}
         self._count_next: dict[None, asyncio.Future[EnrollmentCounts]] = {}
@@ -284,30 +286,47 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         # (its id drawn here when none is given, so that the run is known by it while stored)
         run_id = request.run_id or secrets.token_hex(8)
-        self._refuse_storing(run_id)
         config = await asyncio.to_thread(from_proto, request.config)
-        self._refuse_storing(run_id)
+        repeated = await self._repeated(run_id, config)
+        if repeated is not None:
+            return repeated
         # The run is stored in a thread, which a call cancelled meanwhile (its deadline, the
         # caller's Ctrl-C) does not stop: the runner is woken once the thread ends, however
         # the call did. Before, such a run was stored but the runner, idle, never heard of
         # it: it stayed pending, and StartRun again with its id was ALREADY_EXISTS.
         stored = asyncio.ensure_future(create_run(self.store, config, run_id, self.budget))
         self._storing[run_id] = stored
+        self._asked[run_id] = config
         stored.add_done_callback(lambda done: self._stored(run_id, done))
         row = await asyncio.shield(stored)
         return await self._answer(row.run_id)
 
-    def _refuse_storing(self, run_id: str) -> None:
-        """A StartRun of a run still being stored is refused at once: before, a caller that
-        gave up on a slow StartRun (its deadline) and asked again with the same id set the
-        whole work going a second time (a solve of many seconds, a long deny list), each
-        retry stacking another, until all but the first were refused ALREADY_EXISTS."""
-        if run_id in self._storing:
-            raise ConflictError(f"run {shown(run_id)} is being stored by an earlier StartRun "
-                                "(GetRun answers it once stored)")
+    async def _repeated(self, run_id: str, config: RunConfig) -> pb.Run | None:
+        """The run a StartRun of ``run_id`` asking for ``config`` repeats, once stored; None
+        for a new run. A caller whose StartRun passed its deadline (planning a long run takes
+        its seconds, more on a busy machine) cannot tell whether the run was stored, and asks
+        again with the same id and config: that call is answered the run, waiting for the
+        earlier call's storing if it goes on, which is done once. Before, it was refused
+        ALREADY_EXISTS, the run stored or being stored, so a retry could not tell success
+        from another's run. The same id with another config is refused, naming the fields
+        that differ: it asks for another run."""
+        while True:
+            if run_id in self._storing:
+                _same_run(run_id, self._asked[run_id], config, "being stored by an earlier "
+                          "StartRun")
+                await asyncio.shield(self._storing[run_id])  # (its failure is this call's)
+                return await self._answer(run_id)
+            try:
+                kept = RunConfig.from_dict(await off_loop(self.store.run_config, run_id))
+            except NotFoundError:
+                if run_id not in self._storing:  # (else begun while the store was asked)
+                    return None
+                continue
+            _same_run(run_id, kept, config, "stored", planned=True)
+            return await self._answer(run_id)
 
     def _stored(self, run_id: str, stored: asyncio.Future[Any]) -> None:
-        del self._storing[run_id]
+        del self._storing[run_id], self._asked[run_id]
         if not stored.cancelled():
             stored.exception()  # (the call's to answer; retrieved here for a call gone)
         self.runner.wake()
@@ -523,6 +542,22 @@ class AdminService(pb_grpc.AdminServiceServicer):
     def _rounds(self, run_id: str) -> list[pb.RoundSummary]:
         return [decoded(f"round {r.round}.{r.attempt} of run {run_id!r}", "summary",
                         _round_summary, r) for r in self.store.rounds(run_id)]
+
+
+def _same_run(run_id: str, kept: RunConfig, asked: RunConfig, how: str,
+              planned: bool = False) -> None:
+    """Refuse (ConflictError) a StartRun of ``run_id`` asking for ``asked`` where the run is
+    ``kept``: another run's request. ``planned``: ``kept`` as stored, which holds fewer
+    completion rounds than were asked for where too few devices budget them (``create_run``):
+    a request of more is the same run, since planning it again drops the same ones."""
+    if planned and kept.completion_rounds <= asked.completion_rounds:
+        asked = dataclasses.replace(asked, completion_rounds=kept.completion_rounds)
+    differ = [f.name for f in dataclasses.fields(RunConfig)
+              if getattr(kept, f.name) != getattr(asked, f.name)]
+    if differ:
+        raise ConflictError(f"run {shown(run_id)} is already {how}, with another config "
+                            f"({', '.join(differ)} differ): a StartRun of the same id and "
+                            "config is answered that run; another run needs another id")
 
 
 def _message(row: RunRow | RunHead, config: pb.RunConfig, rounds: Sequence[pb.RoundSummary],

@@ -38,7 +38,7 @@ class Recorder:
         return pb.Run(run_id=run_id, state="done", rounds=[
             pb.RoundSummary(round=1, attempt=1, state="released", participants=300)])
 
-    def start_run(self, config: Any, run_id: str = "") -> Any:
+    def start_run(self, config: Any, run_id: str = "", timeout_s: float = 0.0) -> Any:
         """Stores the run as a coordinator with too few devices for completion rounds does:
         without them."""
         from fedhh.v1 import coordinator_pb2 as pb

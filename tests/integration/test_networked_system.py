@@ -199,11 +199,13 @@ def test_admin_api_rejects_bad_requests(system: tuple[LocalTopology, Path],
             (run_config(codec="morse"), "x2", grpc.StatusCode.INVALID_ARGUMENT),
             (run_config(min_devices=2), "x3", grpc.StatusCode.INVALID_ARGUMENT),
             (run_config(), "bad id!", grpc.StatusCode.INVALID_ARGUMENT),
-            (run_config(), "planted", grpc.StatusCode.ALREADY_EXISTS),
+            (run_config(rounds=4), "planted", grpc.StatusCode.ALREADY_EXISTS),
         ]:
             with pytest.raises(grpc.RpcError) as error:
                 client.start_run(config, run_id=run_id)
             assert error.value.code() == code, run_id  # type: ignore[attr-defined]
+        # (a repeat of its StartRun, a caller's retry, is answered the run, never a second)
+        assert client.start_run(run_config(), run_id="planted").state == "done"
         with pytest.raises(grpc.RpcError) as error:
             client.run("no-such-run")
         assert error.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]

@@ -331,11 +331,11 @@ def test_sigterm_stops_a_coordinator_at_once_after_absurd_and_long_runs(tmp_path
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as client:
             # (planning the longest run takes seconds of solving, 9 s alone, past a minute
-            # under CI's load: the call is given a deadline for a hang, not admin's 60 s)
-            client.stub.StartRun(pb.StartRunRequest(run_id="long", config=to_proto(RunConfig(
+            # under CI's load: the call is given a deadline for a hang)
+            client.start_run(to_proto(RunConfig(
                 eps_agg=1.0, rounds=MAX_ROUNDS, codec="5bit", max_bits=1024,
                 target_devices=10, min_devices=5, expected_dropout=0.0, corrupt_fraction=0.0,
-                checkin_ms=MAX_WINDOW_MS))), metadata=client.metadata, timeout=PLANNING_S)
+                checkin_ms=MAX_WINDOW_MS)), "long", PLANNING_S)
             until = time.monotonic() + PLANNING_S
             while (run := client.run("long")).progress.phase != "check-in":  # (it started)
                 assert run.state in ("pending", "running") and time.monotonic() < until, run

@@ -111,31 +111,46 @@ async def cancel_given_up(admin: AdminService, run_id: str = "p") -> None:
         await cancel
 
 
-def test_a_second_start_run_of_a_run_being_stored_is_refused_at_once(
+async def start(admin: AdminService, config: pb.RunConfig = CONFIG) -> Refused | pb.Run:
+    """StartRun of run "p" asking for ``config``: the run, or the call's refusal."""
+    try:
+        return await asyncio.wait_for(admin.StartRun(
+            pb.StartRunRequest(run_id="p", config=config),
+            Context()), 60)  # type: ignore[arg-type]
+    except Refused as refused:
+        return refused
+
+
+def test_a_repeat_of_a_start_run_being_stored_is_answered_the_run_stored_once(
         tmp_path: Path, held: HeldWrites) -> None:
+    # (before: refused ALREADY_EXISTS "being stored", which a caller retrying a call whose
+    # deadline passed could not tell from another's run)
     admin, store = service(tmp_path)
 
-    async def go() -> tuple[Refused | pb.Run, pb.Run]:
+    async def go() -> tuple[Refused | pb.Run, Refused | pb.Run, pb.Run]:
         first = await storing(admin, held)
+        other = await start(admin, pb.RunConfig(eps_agg=3.0, target_devices=400,
+                                                min_devices=300))
+        again = asyncio.ensure_future(start(admin))
         try:
-            again: Refused | pb.Run = await asyncio.wait_for(admin.StartRun(
-                pb.StartRunRequest(run_id="p", config=CONFIG),
-                Context()), 60)  # type: ignore[arg-type]
-        except Refused as refused:
-            again = refused
+            await asyncio.sleep(0)  # (the repeat waits for the storing under way)
+            assert not again.done()
         finally:
             held.release.set()
-        return again, await first
+        return other, await again, await first
 
     try:
-        again, run = asyncio.run(go())
+        other, again, run = asyncio.run(go())
     finally:
         store.close()
-    assert isinstance(again, Refused), again
-    assert again.code == grpc.StatusCode.ALREADY_EXISTS
-    assert "being stored by an earlier StartRun" in again.details
+    assert isinstance(again, pb.Run), again
+    assert again.run_id == "p" and again.state == "pending" and again.config == run.config
     assert held.entered == 1  # the run's work was done once
     assert run.run_id == "p" and run.state == "pending"
+    assert isinstance(other, Refused), other
+    assert other.code == grpc.StatusCode.ALREADY_EXISTS
+    assert "run 'p' is already being stored by an earlier StartRun, with another config " \
+           "(eps_agg differ)" in other.details, other.details
 
 
 def test_a_run_cancelled_while_being_stored_is_cancelled_once_stored(
@@ -233,69 +248,33 @@ def test_a_get_run_of_a_run_being_stored_says_so(tmp_path: Path, held: HeldWrite
     assert stored.state == "pending"
 
 
-async def stored_then_started_again(admin: AdminService, held: HeldWrites
-                                    ) -> asyncio.Future[pb.Run]:
-    """Run "p" stored, then a second StartRun of "p" (a caller retrying one that succeeded)
-    held in its write, which refuses it ALREADY_EXISTS once released."""
+@pytest.mark.parametrize("completions", [3, 8])
+def test_a_repeat_of_a_start_run_stored_is_answered_the_run_without_planning_it_again(
+        tmp_path: Path, held: HeldWrites, completions: int) -> None:
+    # (before: planned again, seconds for a long run, then refused ALREADY_EXISTS)
+    # 300 devices at eps_agg 4 budget 7 completion rounds: 8 asked for store 7, and the
+    # request of 8 again is the same run
+    admin, store = service(tmp_path)
     held.release.set()
-    await admin.StartRun(pb.StartRunRequest(run_id="p", config=CONFIG),
-                         Context())  # type: ignore[arg-type]
-    held.first.clear()
-    held.release.clear()
-    return await storing(admin, held)
+    config = pb.RunConfig(eps_agg=4.0, target_devices=400, min_devices=300,
+                          completion_rounds=completions)
 
-
-def test_a_stored_run_another_start_run_of_its_id_is_storing_is_answered_by_get_run(
-        tmp_path: Path, held: HeldWrites) -> None:
-    # (before: NOT_FOUND 'not stored yet' for the stored run, for as long as the retry's
-    # solve and deny list took: `fedhh admin wait` and `results` failed on it)
-    admin, store = service(tmp_path)
-
-    async def go() -> tuple[Refused | pb.Run, Refused | pb.Run]:
-        again = await stored_then_started_again(admin, held)
-        try:
-            asked: Refused | pb.Run = await admin.GetRun(
-                pb.GetRunRequest(run_id="p"), Context())  # type: ignore[arg-type]
-        except Refused as refused:
-            asked = refused
-        finally:
-            held.release.set()
-        try:
-            return asked, await again
-        except Refused as refused:
-            return asked, refused
+    async def go() -> tuple[pb.Run | Refused, ...]:
+        return (await start(admin, config), await start(admin, config),
+                await start(admin, pb.RunConfig(eps_agg=4.0, target_devices=401,
+                                                min_devices=290,
+                                                completion_rounds=completions)))
 
     try:
-        asked, again = asyncio.run(go())
+        run, again, other = asyncio.run(go())
     finally:
         store.close()
-    assert isinstance(asked, pb.Run), asked
-    assert asked.run_id == "p" and asked.state == "pending"
-    assert isinstance(again, Refused) and again.code == grpc.StatusCode.ALREADY_EXISTS
-
-
-def test_a_stored_run_another_start_run_of_its_id_is_storing_is_cancelled_at_once(
-        tmp_path: Path, held: HeldWrites) -> None:
-    # (before: the cancel waited for the retry's storing to fail, past its caller's deadline
-    # where the retry's solve is long)
-    admin, store = service(tmp_path)
-
-    async def go() -> pb.Run:
-        again = await stored_then_started_again(admin, held)
-        try:
-            return await asyncio.wait_for(admin.CancelRun(
-                pb.CancelRunRequest(run_id="p"), Context()), 60)  # type: ignore[arg-type]
-        finally:
-            held.release.set()
-            with contextlib.suppress(Refused):
-                await again
-
-    try:
-        answered = asyncio.run(go())
-        assert store.run_state("p") == "cancelled"
-    finally:
-        store.close()
-    assert answered.state == "cancelled"
+    assert isinstance(run, pb.Run) and run.config.completion_rounds == min(completions, 7), run
+    assert again == run
+    assert held.entered == 1
+    assert isinstance(other, Refused) and other.code == grpc.StatusCode.ALREADY_EXISTS
+    assert "run 'p' is already stored, with another config (target_devices, min_devices " \
+           "differ)" in other.details, other.details
 
 
 def test_a_cancel_given_up_of_a_run_whose_storing_failed_logs_no_unretrieved_error(
