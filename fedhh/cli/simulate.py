@@ -73,7 +73,9 @@ from fedhh.server.causes import (
     cut_cause,
     first_past_devices,
     lost_in_completion_note,
+    rounds_reach,
     unreachable_completion_note,
+    weight_one_reach,
 )
 from fedhh.server.segment import trim_note
 from fedhh.simulation.runner import (
@@ -124,16 +126,21 @@ def run(args: argparse.Namespace) -> int:
     # (the run's own codes: prepare drops the completion rounds too few users cannot budget)
     prepared = prepare(config, dataset.num_users)
     planned = prepared.config
-    past = past_the_codes(dataset, Codec.from_spec(planned.codec,
-                                                   planned.code_bits(Mode.SIMULATION)),
-                          PAST_LISTED, deny=tuple(config.deny_items()))
-    warn_past_codes(past, planned, Mode.SIMULATION, "fedhh simulate", config,
-                    lambda wider: _eps_local(wider, dataset.num_users))
     solved = prepared.privacy.get("eps_local")
-    if planned.completion() and isinstance(solved, int | float):
-        # (every user reports in every round of a simulation)
+    solved = float(solved) if isinstance(solved, int | float) else None
+    # (every user reports in every round of a simulation)
+    reach = (rounds_reach(planned, solved, dataset.num_users, Mode.SIMULATION)
+             if planned.completion() and solved is not None else None)
+    past = past_the_codes(dataset, Codec.from_spec(planned.codec, reach or planned.code_bits(
+        Mode.SIMULATION)), PAST_LISTED, deny=tuple(config.deny_items()))
+
+    def solve(wider: RunConfig) -> float | None:
+        return _eps_local(wider, dataset.num_users)
+
+    warn_past_codes(past, planned, Mode.SIMULATION, "fedhh simulate", config, solve, reach)
+    if reach is not None and solved is not None:
         warn_unreachable_completions(dataset, planned, dataset.num_users, dataset.num_users,
-                                     float(solved), Mode.SIMULATION, "fedhh simulate")
+                                     solved, Mode.SIMULATION, "fedhh simulate", solve)
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress, prepared=prepared)
     payload = result_payload(result, config, dataset.summary(progress))
@@ -209,16 +216,20 @@ PAST_COLUMNS_MAX = 40  # (each of them, in the warning)
 
 def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: str,
                     asked: RunConfig | None = None,
-                    eps_local: Callable[[RunConfig], float | None] | None = None) -> None:
+                    eps_local: Callable[[RunConfig], float | None] | None = None,
+                    reach: int | None = None) -> None:
     """Say on stderr (--quiet or not), before any round, how many of the dataset's items are
     longer than the run's codes (``past``: ``fedhh.data.long_items.past_the_codes`` at
     ``run``'s ``code_bits``), held by what share of the users, and the most held, which the run
     can find only cut; then what reaches the named ones whole and at what cost
     (``_past_reach``). ``run`` is the configuration run, ``asked`` the one given (the completion
     rounds the budget could not fit dropped from ``run``); ``eps_local``, the main rounds'
-    eps_local of a configuration (None: it cannot be budgeted whole), for the cost. Before, a
-    user learned only from the run's output that the URLs and e-mail addresses of a dataset
-    came back cut, "the codes' limit", their privacy budget spent."""
+    eps_local of a configuration (None: it cannot be budgeted whole), for the cost. ``reach``:
+    where a completion round's threshold is above the devices, the bits the rounds before it
+    reach (``rounds_reach``), which ``past`` counts past (before, it counted past the codes'
+    whole width: 112 bits where the 300 devices' rounds reach 80, the note beside it said).
+    Before, a user learned only from the run's output that the URLs and e-mail addresses of a
+    dataset came back cut, "the codes' limit", their privacy budget spent."""
     if not past["items"]:
         return
     named = past["heaviest"][:PAST_NAMED]
@@ -226,9 +237,12 @@ def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: s
     shown = printable_rows(fitted)
     alike = shown_alike([row["item"] for row in named], fitted)
     items = past["items"]
+    codes = (f"this run's codes ({past['bits']:,} bits)" if reach is None else
+             f"the {past['bits']:,} bits of code this run's rounds complete (of its codes' "
+             f"{run.code_bits(mode):,}; the note below says why)")
     print(f"{program}: warning: {items:,} {_plural(items, 'item')} held by "
-          f"{past['users']:.1%} of the users {'is' if items == 1 else 'are'} longer than this "
-          f"run's codes ({past['bits']:,} bits): the run can find "
+          f"{past['users']:.1%} of the users {'is' if items == 1 else 'are'} longer than "
+          f"{codes}: the run can find "
           f"{'it' if items == 1 else 'them'} only cut, as the prefix of every item starting "
           "so; the most held: "
           + ", ".join(f"{isolated(item)} ({row['unweighted']:.1%} of the users, "
@@ -239,28 +253,45 @@ def warn_past_codes(past: dict[str, Any], run: RunConfig, mode: Mode, program: s
              if alike else "")
           + ("" if items <= len(named) or program != "fedhh simulate" else
              f" (--json's past_the_codes lists the {len(past['heaviest']):,} most held)")
-          + f". {_past_reach(named, run, mode, asked, eps_local)}", file=sys.stderr,
-          flush=True)
+          + ". " + (_past_reach(named, run, mode, asked, eps_local) if reach is None else
+                    "More completion rounds complete nothing more here (the note below)")
+          , file=sys.stderr, flush=True)
 
 
 def warn_unreachable_completions(dataset: Any, planned: RunConfig, devices: int,
-                                 cohort: int, eps_local: float, mode: Mode, program: str
+                                 cohort: int, eps_local: float, mode: Mode, program: str,
+                                 eps_local_of: Callable[[RunConfig], float | None] | None = None
                                  ) -> None:
     """Say on stderr, before any round, that the completion rounds from some one on have
     thresholds above the ``cohort`` a round counts (``unreachable_completion_note``), where
     the dataset's first ``devices`` users hold items longer than the rounds before it reach.
     Before, the warning on items past the codes counted those rounds in the codes' width: 300
     devices of URLs and e-mail addresses were told of 112-bit codes, and their items of 80 to
-    112 bits came back cut at rounds whose threshold (~490 devices) no count reaches."""
+    112 bits came back cut at rounds whose threshold (~490 devices) no count reaches.
+    ``eps_local_of``: the main rounds' eps_local of a configuration, to tell whether
+    --completion-weight 1 would complete more of the items (``weight_one_reach``)."""
     thresholds = completion_thresholds(planned, eps_local, cohort, mode)
     first = first_past_devices(thresholds, cohort)
     if first is None:
         return
-    reach = Codec.from_spec(planned.codec, planned.code_bits(mode, completions=first - 1))
-    if not past_the_codes(dataset, reach, PAST_NAMED, devices,
-                          tuple(planned.deny_items()))["items"]:
+    deny = tuple(planned.deny_items())
+
+    def past(bits: int) -> int:
+        """How many of the dataset's items are longer than ``bits`` of code."""
+        codec = Codec.from_spec(planned.codec, bits)
+        return int(past_the_codes(dataset, codec, PAST_NAMED, devices, deny)["items"])
+
+    reach = planned.code_bits(mode, completions=first - 1)
+    cut = past(reach)
+    if not cut:
         return
-    note = unreachable_completion_note(planned, thresholds, cohort, mode)
+    heavier = (None if eps_local_of is None else
+               weight_one_reach(planned, eps_local_of, cohort, mode))
+    # (suggested only where it completes some item more: 300 devices reach 112 bits at
+    # weight 1, which no URL of theirs fits)
+    helped = cut - past(heavier) if heavier is not None and heavier > reach else 0
+    note = unreachable_completion_note(planned, thresholds, cohort, mode,
+                                       (heavier, helped) if helped and heavier else None)
     print(f"{program}: note: {note}.", file=sys.stderr, flush=True)
 
 

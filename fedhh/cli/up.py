@@ -376,6 +376,7 @@ def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
     from fedhh.cli.simulate import PAST_NAMED, warn_past_codes, warn_unreachable_completions
     from fedhh.codec import Codec
     from fedhh.data.long_items import past_the_codes
+    from fedhh.server.causes import rounds_reach
     from fedhh_coordinator.runs import open_ledger
 
     def eps_local(config: RunConfig) -> float | None:
@@ -386,13 +387,15 @@ def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
         except (ConfigError, PrivacyError):
             return None
 
-    codec = Codec.from_spec(planned.codec, planned.code_bits(Mode.NETWORK))
+    cohort = planned.target_devices or devices
+    reach = (rounds_reach(planned, planned_eps_local, cohort, Mode.NETWORK)
+             if planned_eps_local is not None and planned.completion() else None)
+    codec = Codec.from_spec(planned.codec, reach or planned.code_bits(Mode.NETWORK))
     past = past_the_codes(dataset, codec, PAST_NAMED, devices, tuple(planned.deny_items()))
-    warn_past_codes(past, planned, Mode.NETWORK, "fedhh up", asked, eps_local)
-    if planned_eps_local is not None:
-        warn_unreachable_completions(dataset, planned, devices,
-                                     planned.target_devices or devices, planned_eps_local,
-                                     Mode.NETWORK, "fedhh up")
+    warn_past_codes(past, planned, Mode.NETWORK, "fedhh up", asked, eps_local, reach)
+    if reach is not None and planned_eps_local is not None:
+        warn_unreachable_completions(dataset, planned, devices, cohort, planned_eps_local,
+                                     Mode.NETWORK, "fedhh up", eps_local)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -19,7 +19,8 @@ from fedhh.errors import PrivacyError
 __all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_note",
            "completion_threshold", "completion_thresholds", "cut_cause",
            "first_past_devices", "lost_in_completion_note", "past_max_eps_local",
-           "ran_out_cause", "unreachable_completion_note"]
+           "ran_out_cause", "rounds_reach", "unreachable_completion_note",
+           "weight_one_reach"]
 
 RAN_OUT = "no rounds left"
 NO_COMPLETION = "no completion round in the privacy budget"
@@ -252,7 +253,8 @@ def first_past_devices(thresholds: Sequence[float], devices: int) -> int | None:
 
 
 def unreachable_completion_note(config: Any, thresholds: Sequence[float], devices: int,
-                                mode: Any) -> str | None:
+                                mode: Any, heavier: tuple[int, int] | None = None
+                                ) -> str | None:
     """The note, before a run, where some of the completion rounds ``config`` budgets have a
     threshold above its ``devices`` (``thresholds``, ``completion_thresholds``): no item's
     true count reaches it, so those rounds complete nothing but by noise, and an item whose
@@ -261,7 +263,10 @@ def unreachable_completion_note(config: Any, thresholds: Sequence[float], device
     Before, the warning on items past the codes counted them in the codes' reach: 300 devices
     at eps_agg 2 budget 3 of the 32 completion rounds and were told of 112-bit codes, where
     the 2nd and 3rd (local epsilon 0.35) need ~450 devices and the items reached whole end
-    within 80 bits (docs/codecs.md)."""
+    within 80 bits (docs/codecs.md). ``heavier``: the bits the rounds within the devices reach
+    at --completion-weight 1 (``weight_one_reach``) and how many of the dataset's items that
+    completes beside those the run does, given only where some; before, the note offered a
+    larger --completion-weight also where it completed no item more."""
     first = first_past_devices(thresholds, devices)
     if first is None:
         return None
@@ -273,11 +278,37 @@ def unreachable_completion_note(config: Any, thresholds: Sequence[float], device
               f"{thresholds[first - 2]:,.0f} devices)" if first > 2 else
               f"the main rounds and round {main + 1} (at about {thresholds[0]:,.0f} devices)"
               if first == 2 else "the main rounds")
+    remedy = ("A larger --eps-agg lowers every round's threshold"
+              + (f"; --completion-weight 1 brings the rounds within the devices to "
+                 f"{heavier[0]:,} bits, which {heavier[1]:,} more of the items fit, at the "
+                 "main rounds' cost" if heavier else ""))
     return (f"{rounds} need an estimate of about {thresholds[first - 1]:,.0f} devices, above the "
             f"{devices:,} devices here (their local epsilon, eps_local + ln of their weight, is "
             "small; the figure holds where the codes leave half the grid's extensions open, a "
             "little fewer devices where they leave fewer): no item's true count reaches that, "
             "so items come back whole "
             f"only where {before} finish them, within {reach:,} bits of code, and longer ones "
-            "cut whatever their count. A larger --eps-agg or --completion-weight lowers the "
-            "completion rounds' thresholds; docs/codecs.md")
+            f"cut whatever their count. {remedy}; docs/codecs.md")
+
+
+def rounds_reach(config: Any, eps_local: float, devices: int, mode: Any) -> int | None:
+    """The bits of code that the rounds of ``config`` (its main rounds at ``eps_local``) before
+    the first whose threshold is above ``devices`` reach, where one is (``first_past_devices``:
+    fewer than its codes'); None where every round's is within the devices."""
+    first = first_past_devices(completion_thresholds(config, eps_local, devices, mode), devices)
+    return None if first is None else config.code_bits(mode, completions=first - 1)
+
+
+def weight_one_reach(config: Any, eps_local_of: Any, devices: int, mode: Any) -> int | None:
+    """``rounds_reach`` of ``config`` at --completion-weight 1 (as many completion rounds, the
+    main rounds' eps_local solved again by ``eps_local_of``: None where it budgets them not);
+    its codes' whole width where every round is within the devices there; None where the
+    weight is 1 already or nothing solves."""
+    if config.completion_weight >= 1 or not config.completion():
+        return None
+    heavier = replace(config, completion_weight=1.0)
+    eps_local = eps_local_of(heavier)
+    if eps_local is None:
+        return None
+    reach = rounds_reach(heavier, eps_local, devices, mode)
+    return heavier.code_bits(mode) if reach is None else reach
