@@ -62,12 +62,18 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "",
     return await asyncio.to_thread(_create_run, store, config, run_id, budget)
 
 
+def check_run_id(run_id: str) -> None:
+    """ConfigError unless ``run_id`` is a run id a caller may choose (``RUN_ID_RULE``): checked
+    before the store is asked anything about it."""
+    if not RUN_ID.fullmatch(run_id):
+        raise ConfigError(f"run_id must be {RUN_ID_RULE}, got {shown(run_id)}")
+
+
 def _create_run(store: Store, config: RunConfig, run_id: str,
                 budget: LifetimeBudget | None) -> RunRow:
     config.validate(Mode.NETWORK)
     run_id = run_id or secrets.token_hex(8)
-    if not RUN_ID.fullmatch(run_id):
-        raise ConfigError(f"run_id must be {RUN_ID_RULE}, got {shown(run_id)}")
+    check_run_id(run_id)
     if budget is not None:
         budget.check_run(config.eps_agg, config.delta)
     # Too few devices for the later completion rounds' weights (their local epsilon would not

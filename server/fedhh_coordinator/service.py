@@ -50,6 +50,7 @@ from fedhh_coordinator.runs import (
     FixedRuns,
     RunFixed,
     ShownDenyLists,
+    check_run_id,
     config_alone,
     create_run,
     stored_ledger,
@@ -286,6 +287,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         # (its id drawn here when none is given, so that the run is known by it while stored)
         run_id = request.run_id or secrets.token_hex(8)
+        check_run_id(run_id)  # (before the store is asked for a run of that id)
         config = await asyncio.to_thread(from_proto, request.config)
         repeated = await self._repeated(run_id, config)
         if repeated is not None:

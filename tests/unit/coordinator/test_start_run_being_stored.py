@@ -303,3 +303,23 @@ def test_a_cancel_given_up_of_a_run_whose_storing_failed_logs_no_unretrieved_err
     finally:
         store.close()
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+@pytest.mark.parametrize("run_id", ["r1\n", "r\x00", "a b", "x" * 65])
+def test_a_malformed_run_id_is_refused_before_the_store_is_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str) -> None:
+    # (before: a repeat's look-up read the store for it first, where a PostgreSQL store
+    # refuses a NUL in text, INTERNAL instead of the id's rule)
+    admin, _ = service(tmp_path)
+
+    def asked(*args: Any) -> None:
+        raise AssertionError("the store was asked about a malformed run id")
+
+    monkeypatch.setattr(Store, "run_config", asked)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(asyncio.wait_for(admin.StartRun(
+            pb.StartRunRequest(run_id=run_id, config=CONFIG),
+            Context()), 60))  # type: ignore[arg-type]
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details.startswith("run_id must be 1 to 64 characters"), \
+        refused.value.details
