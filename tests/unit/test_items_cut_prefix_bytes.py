@@ -1,8 +1,9 @@
 """A truncated row says how much of its items it is: ``prefix_bytes``, the items' first bytes
 it holds (its whole characters and those of a character it stops inside), in the JSON of
 `fedhh simulate` (``HeavyHitter.to_dict``) and `fedhh admin results`, in `fedhh up`'s rows
-and the dashboard's page, CSV and JSON. A cut item shows its beginning alone: two URLs that differ at their end are one row,
-and before, nothing but its ``…`` said that the rest, their ends too, was never found."""
+and the dashboard's page, CSV and JSON. A cut item shows its beginning alone: two URLs that
+differ at their end are one row, and before, nothing but its ``…`` said that the rest,
+their ends too, was never found."""
 
 from __future__ import annotations
 
