@@ -8,6 +8,8 @@ waited for it to its deadline."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from aggregator_testkit import COORDINATOR_PUBLIC, Cohort, make_cohort
@@ -115,36 +117,31 @@ class HeldStream(RefusingAggregator):
         return Call()
 
 
-def test_a_device_stopped_once_its_stream_opened_sends_no_decline() -> None:
+def _stopped_once(aggregator: Any, reached: Callable[[], asyncio.Event],
+                  **transport: Any) -> None:
+    """Run device 1 of a cohort against ``aggregator`` and stop it once ``reached()`` is set."""
     cohort = _cohort()
-    aggregator = HeldStream()
 
     async def scenario() -> None:
         device = asyncio.create_task(run_secure_aggregation(
-            aggregator,  # type: ignore[arg-type]
-            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
-            np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40),
-            transport=Transport.STREAM, opening=asyncio.Semaphore(1)))
-        await asyncio.wait_for(aggregator.opened.wait(), 30)
+            aggregator, _task(cohort), cohort.identity_keys[1], cohort.round_keys[1],
+            COORDINATOR_PUBLIC, np.zeros(0, np.int64), None, FleetStats(),
+            Floors(min_cohort=40), **transport))
+        await asyncio.wait_for(reached().wait(), 30)
         device.cancel()
         await asyncio.gather(device, return_exceptions=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_device_stopped_once_its_stream_opened_sends_no_decline() -> None:
+    aggregator = HeldStream()
+    _stopped_once(aggregator, lambda: aggregator.opened,
+                  transport=Transport.STREAM, opening=asyncio.Semaphore(1))
     assert aggregator.calls == ["Session"]
 
 
 def test_a_device_stopped_once_it_takes_part_sends_no_decline() -> None:
-    cohort = _cohort()
     aggregator = HeldAggregator()
-
-    async def scenario() -> None:
-        device = asyncio.create_task(run_secure_aggregation(
-            aggregator,  # type: ignore[arg-type]
-            _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
-            np.zeros(0, np.int64), None, FleetStats(), Floors(min_cohort=40)))
-        await asyncio.wait_for(aggregator.advertising.wait(), 30)
-        device.cancel()
-        await asyncio.gather(device, return_exceptions=True)
-
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    _stopped_once(aggregator, lambda: aggregator.advertising)
     assert aggregator.calls == ["AdvertiseKeys"]
