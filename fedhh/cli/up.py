@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -367,13 +368,20 @@ class TargetCheck:
 
 
 def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
-                        asked: RunConfig, planned_eps_local: float | None = None) -> None:
+                        asked: RunConfig, planned_eps_local: float | None = None
+                        ) -> Callable[[], bool] | None:
     """``warn_past_codes`` of the items the run's ``devices`` (the dataset's first users)
     hold past the codes of ``planned`` (the coordinator's plan, its main rounds at
     ``planned_eps_local`` where ``TargetCheck`` solved it), before any device starts; the cost
     figured as the coordinator's ledger would (``open_ledger``). Before, the plan was solved
-    again here, on the main thread, before any device started (0.5-2 s a solve)."""
-    from fedhh.cli.simulate import PAST_NAMED, warn_past_codes, warn_unreachable_completions
+    again here, on the main thread, before any device started (0.5-2 s a solve). Returns
+    ``weight_one_helps`` of the run, for the note after it (None where the plan is unsolved)."""
+    from fedhh.cli.simulate import (
+        PAST_NAMED,
+        warn_past_codes,
+        warn_unreachable_completions,
+        weight_one_helps,
+    )
     from fedhh.codec import Codec
     from fedhh.data.long_items import past_the_codes
     from fedhh.server.causes import rounds_reach
@@ -396,6 +404,8 @@ def warn_past_run_codes(dataset: Any, planned: RunConfig, devices: int,
     if reach is not None and planned_eps_local is not None:
         warn_unreachable_completions(dataset, planned, devices, cohort, planned_eps_local,
                                      Mode.NETWORK, "fedhh up", eps_local)
+    return None if planned_eps_local is None else weight_one_helps(
+        dataset, planned, devices, cohort, planned_eps_local, Mode.NETWORK, eps_local)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -499,7 +509,7 @@ def _run(args: argparse.Namespace) -> int:
         if target.round_eps is not None:
             refuse_unpaid_rounds(topo.workdir, hosts, [u for u in counted if u not in refused],
                                  min_devices, target.round_eps)
-        warn_past_run_codes(dataset, planned, devices, config, target.eps_local)
+        weight_one = warn_past_run_codes(dataset, planned, devices, config, target.eps_local)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
         for i, lo in enumerate(starts):
@@ -550,7 +560,7 @@ def _run(args: argparse.Namespace) -> int:
                                     "--timeout (the run's temporary folder is removed)")
                                  ) from None
             results = admin.results(run_.run_id)
-        _print_results(final, results)
+        _print_results(final, results, weight_one)
         explain(final, results)
         if demo is not None:
             close_demo(demo, final, results)
@@ -759,7 +769,10 @@ def _released(run: Any) -> str:
     return f"{run.rounds_released} released round{'' if run.rounds_released == 1 else 's'}"
 
 
-def _print_results(run: Any, results: Any) -> None:
+def _print_results(run: Any, results: Any,
+                   weight_one: Callable[[], bool] | None = None) -> None:
+    """Print ``run``'s rounds and ``results``, with the notes on its cut prefixes
+    (``weight_one``: ``lost_in_completion_note``'s)."""
     print()
     print(f"run {run.run_id}: {run.state}" + (f" ({run.error})" if run.error else ""))
     print(f"privacy spent: eps_agg {run.eps_spent:.3f} of {run.config.eps_agg} at delta "
@@ -839,7 +852,7 @@ def _print_results(run: Any, results: Any) -> None:
         note = lost_in_completion_note(
             causes, [(h.round, h.truncated) for h in results.heavy_hitters], stored.rounds,
             stored.completion_weight,
-            {r.round: r.threshold for r in run.rounds if r.state == "released"})
+            {r.round: r.threshold for r in run.rounds if r.state == "released"}, weight_one)
         if note:
             print(note)
         budget = completion_budget_note(stored, run.eps_local, causes, planner=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +20,7 @@ __all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_
            "completion_threshold", "completion_thresholds", "cut_cause",
            "first_past_devices", "lost_in_completion_note", "past_max_eps_local",
            "ran_out_cause", "rounds_reach", "unreachable_completion_note",
-           "weight_one_reach"]
+           "weight_one_completes", "weight_one_reach"]
 
 RAN_OUT = "no rounds left"
 NO_COMPLETION = "no completion round in the privacy budget"
@@ -167,7 +167,8 @@ def cut_cause(round_: int, bits: int, width: int, last: int, ran_out: str = RAN_
 
 
 def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]], main: int,
-                            weight: float, thresholds: dict[int, Any]) -> str | None:
+                            weight: float, thresholds: dict[int, Any],
+                            weight_one: Callable[[], bool] | None = None) -> str | None:
     """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
     (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
     ``found`` items, each its round and whether it is truncated), or more than they completed
@@ -181,7 +182,12 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
     by 200 each, at eps_agg 1 found 3 words and lost 5 long prefixes in the completion rounds,
     completing none (`fedhh simulate`); over the network at n_min 1,800, lost 5 and completed
     one short word. Losing more than they completed is most of their yield lost, however few;
-    a few lost beside more completed are the usual noise at a cheaper round's threshold."""
+    a few lost beside more completed are the usual noise at a cheaper round's threshold.
+    ``weight_one``: whether --completion-weight 1 completes some of the dataset's items more
+    (``weight_one_completes``; asked only for the note, where the caller knows its items),
+    None where unknown; a larger weight is suggested where it does, said to help only so where
+    None. Before, it was suggested whatever: 300 devices of URLs (152 bits) and e-mail
+    addresses (118) reach 112 bits at weight 1, which none of them fits."""
     completed = sum(round_ > main and not truncated for round_, truncated in found)
     lost_by_round: Counter[int] = Counter()
     for cause in causes:
@@ -203,9 +209,18 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
     # reports: 800 users set 70.8 where 400 set 68.2; the note said they lowered every one)
     others = ("a larger --eps-agg lowers every round's threshold, and more devices holding the "
               "items raise their counts faster than the thresholds")
-    remedy = ("A larger weight (up to 1) raises each completion round's budget at the main "
-              f"rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 at 1); {others}"
-              if weight < 1 else others[0].upper() + others[1:])
+    remedy = others[0].upper() + others[1:]
+    helps = None if weight >= 1 or weight_one is None else weight_one()
+    if weight < 1 and helps is False:
+        remedy += "; a larger --completion-weight completes none of the dataset's items more here"
+    elif weight < 1:
+        remedy = ("A larger weight (up to 1) raises each completion round's budget at the main "
+                  "rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 at 1)"
+                  + ("" if helps else
+                     ", which helps only where the rounds it brings within the devices complete "
+                     "items the run's do not (300 devices' URLs and e-mail addresses: none, past "
+                     "the 112 bits those reach; `fedhh up` and `fedhh simulate`, which know the "
+                     "items, say whether it does)") + f"; {others}")
     # (one lost beside none completed is noted too: it read "1 prefixes were lost in the
     # completion rounds (most in round 5"; and all lost in one round read "most in" it)
     return (f"{lost:,} prefix{'es were' if lost > 1 else ' was'} lost in the completion rounds "
@@ -304,11 +319,47 @@ def weight_one_reach(config: Any, eps_local_of: Any, devices: int, mode: Any) ->
     main rounds' eps_local solved again by ``eps_local_of``: None where it budgets them not);
     its codes' whole width where every round is within the devices there; None where the
     weight is 1 already or nothing solves."""
+    solved = _at_weight_one(config, eps_local_of)
+    if solved is None:
+        return None
+    heavier, eps_local = solved
+    reach = rounds_reach(heavier, eps_local, devices, mode)
+    return heavier.code_bits(mode) if reach is None else reach
+
+
+def _at_weight_one(config: Any, eps_local_of: Any) -> tuple[Any, float] | None:
+    """``config`` at --completion-weight 1 and its main rounds' eps_local (``eps_local_of``);
+    None where its weight is 1 already, it has no completion round, or that is not solved."""
     if config.completion_weight >= 1 or not config.completion():
         return None
     heavier = replace(config, completion_weight=1.0)
     eps_local = eps_local_of(heavier)
-    if eps_local is None:
-        return None
-    reach = rounds_reach(heavier, eps_local, devices, mode)
-    return heavier.code_bits(mode) if reach is None else reach
+    return None if eps_local is None else (heavier, float(eps_local))
+
+
+def weight_one_completes(config: Any, eps_local: float, eps_local_of: Any, devices: int,
+                         mode: Any, items: Sequence[tuple[int | None, int]]) -> bool:
+    """Whether --completion-weight 1 (``config`` at weight 1, its main rounds' eps_local solved
+    again by ``eps_local_of``) completes some of ``items`` (each the bits its whole code needs,
+    None past every code, and how many of the ``devices`` hold it) that ``config`` (its main
+    rounds at ``eps_local``) cannot: the rounds before the first whose threshold
+    (``completion_thresholds``) is above an item's count reach its bits there, not here.
+    ``weight_one_reach`` asks it of an item every device holds; an item held by fewer meets a
+    lower round's threshold first, which weight 1 lowers: of 300 devices, 150 holding a 100-bit
+    item and 150 a URL, `fedhh simulate` found the item whole at weight 1 (round 5's threshold
+    ~86), never at 0.2 (~270). The main rounds are taken to keep every item, as
+    ``weight_one_reach`` takes them, though at weight 1 their thresholds rise a little
+    (eps_local 2.12 against 2.32 there)."""
+    heavier = _at_weight_one(config, eps_local_of)
+    if heavier is None:
+        return False
+    plans = [(plan, completion_thresholds(plan, eps, devices, mode))
+             for plan, eps in ((config, eps_local), heavier)]
+
+    def reach(at: int, held: int) -> int:
+        plan, thresholds = plans[at]
+        first = first_past_devices(thresholds, held)
+        return plan.code_bits(mode, completions=None if first is None else first - 1)
+
+    return any(bits is not None and reach(0, held) < bits <= reach(1, held)
+               for bits, held in items)
