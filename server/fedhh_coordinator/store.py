@@ -155,11 +155,16 @@ class Store:
         ``REISSUE_WINDOW_S``, is the device retrying an enrollment whose answer it lost: the
         same device id is returned and ``credential_hash`` replaces the first credential's
         (only the lost answer carried that credential; the store keeps nothing it could be
-        sent again from). Any other token with an enrolled key is a ConflictError."""
+        sent again from). Any other token with an enrolled key is a ConflictError, and so is
+        a re-issue that crossed another of the same key: the store replaces only the
+        credential it read, so that of two enrollments in two processes at once one keeps its
+        credential and the other is told so (before, at PostgreSQL's READ COMMITTED, both were
+        answered and the later commit replaced the credential of the earlier answer)."""
         now = time.time()
         with self._tx() as db:
-            enrolled = db.execute("SELECT device_id FROM devices WHERE identity_key = ?",
-                                  (identity_key,)).fetchone()
+            enrolled = db.execute(
+                "SELECT device_id, credential_hash FROM devices WHERE identity_key = ?",
+                (identity_key,)).fetchone()
             if enrolled is not None:
                 device_id = int(enrolled[0])
                 if token_hash is None or not db.execute(
@@ -169,8 +174,14 @@ class Store:
                     raise ConflictError(
                         f"this identity key is already enrolled (by another token, or more "
                         f"than {REISSUE_WINDOW_S // 60} minutes ago by this one)")
-                db.execute("UPDATE devices SET credential_hash = ? WHERE device_id = ?",
-                           (credential_hash, device_id))
+                if db.execute("UPDATE devices SET credential_hash = ? WHERE device_id = ? AND "
+                              "credential_hash = ?",
+                              (credential_hash, device_id, bytes(enrolled[1]))).rowcount != 1:
+                    raise ConflictError(
+                        "this identity key's credential was re-issued by another enrollment "
+                        "of it at the same moment (a retry beside the call it repeats, in "
+                        "another process): the credential of that answer is kept; if that "
+                        "answer was lost, send the same request again")
                 return device_id
             if token_hash is not None:
                 row = db.execute("SELECT used_by, expires_at FROM enrollment_tokens WHERE "

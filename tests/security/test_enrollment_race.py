@@ -127,3 +127,47 @@ def test_one_identity_enrolled_twice_at_once_is_a_conflict(location: str) -> Non
     assert (counts.devices, counts.tokens_used, counts.tokens_unused) == (1, 1, 1)
     coordinator.close()
     selector.close()
+
+
+def test_one_credential_reissued_twice_at_once_keeps_one(location: str) -> None:
+    """A device's enrollment sent again (its answer lost) to the coordinator and a selector at
+    once: both find the key enrolled by this token within the re-issue window and replace its
+    credential. One is kept and its answer carries it; the other is refused in words. Before,
+    the second UPDATE waited for the first's commit and then replaced its credential: both
+    calls were answered, and whoever got the first answer held a credential nobody stores."""
+    coordinator, selector = Store(location), Store(location, selector=True)
+    token = token_hash(b"\x03" * 32)
+    coordinator.add_enrollment_tokens([token], label="race")
+    device = coordinator.add_device(b"0" * 32, b"k" * 32, "", token)
+    credentials = {"coordinator": b"1" * 32, "selector": b"2" * 32}
+    outcomes: dict[str, object] = {}
+
+    def enrol(name: str, store: Store) -> None:
+        try:
+            outcomes[name] = store.add_device(credentials[name], b"k" * 32, "", token)
+        except Exception as error:
+            outcomes[name] = error
+
+    locker = psycopg.connect(location)  # (a transaction: the row lock is held until commit)
+    try:
+        locker.execute("SELECT 1 FROM devices WHERE device_id = %s FOR UPDATE", (device,))
+        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator)),
+                   threading.Thread(target=enrol, args=("selector", selector))]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while waiting_sessions(location) < 2:  # both have read the device and wait to update it
+            assert time.monotonic() < deadline, "the re-issues never reached their UPDATE"
+            time.sleep(0.01)  # polling the server's lock table
+        locker.commit()
+    finally:
+        locker.close()
+    for thread in threads:
+        thread.join(60)
+    kept = [name for name, o in outcomes.items() if o == device]
+    refused = [o for o in outcomes.values() if isinstance(o, ConflictError)]
+    assert len(kept) == 1 and len(refused) == 1, outcomes
+    assert "re-issued by another enrollment" in str(refused[0])
+    assert coordinator.device(device) == (credentials[kept[0]], b"k" * 32)
+    coordinator.close()
+    selector.close()
