@@ -23,7 +23,8 @@ from fedhh.errors import FedhhError
 # pay for matplotlib, grpc or the simulator); `fedhh --help` imports them all to list them.
 SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
-    "coordinator", "selector", "aggregator", "combiner", "device", "certs", "health", "experiments",
+    "coordinator", "selector", "aggregator", "combiner", "device", "certs", "deploy", "health",
+    "experiments",
 )
 # Commands that compute in this process: Ctrl-C stops them at once. (asyncio.run, which the
 # simulator's round driver runs under, would otherwise only cancel its task, which notices at
