@@ -154,7 +154,6 @@ def test_a_refused_device_is_told_once_when_the_check_in_closes() -> None:
     check-in, and joins it, in one call."""
     async def scenario() -> None:
         lobby = Lobby()
-        loop = asyncio.get_running_loop()
         collecting = asyncio.create_task(lobby.collect(
             capacity=1, window_s=5, pool_size=2, quiet_s=0.3, eligible=lambda d: d != 2))
         await asyncio.sleep(0)
@@ -163,11 +162,11 @@ def test_a_refused_device_is_told_once_when_the_check_in_closes() -> None:
         await asyncio.sleep(0.1)
         assert not refused.done()  # held while check-in is open
         assert await collecting == [1]
-        closed_at = loop.time()
-        assert await refused is None
-        # (at the close, not at the end of its 30 s wait; a second, not 0.1 s, as a loaded
-        # machine's loop may stall that long between the two)
-        assert loop.time() - closed_at < 1.0
+        # (at the close, not at the end of its 30 s wait: within a few turns of the loop, a
+        # bound that a loaded machine's stalls do not stretch as they stretch the time)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert refused.done() and refused.result() is None
         lobby.deliver({1: pb.SignedTask(task=b"task-1")})
         assert (await member).task == b"task-1"
         # Told once: the next call waits (it is not answered while the round runs) ...
