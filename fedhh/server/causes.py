@@ -216,10 +216,11 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
     elif weight < 1:
         remedy = ("A larger weight (up to 1) raises each completion round's budget at the main "
                   "rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 at 1)"
+                  # (no figure of another run's: the bits "300 devices' URLs" reached at
+                  # weight 1, 112, read as this run's, whose plan may reach 115 or 80)
                   + ("" if helps else
                      ", which helps only where the rounds it brings within the devices complete "
-                     "items the run's do not (300 devices' URLs and e-mail addresses: none, past "
-                     "the 112 bits those reach; `fedhh up` and `fedhh simulate`, which know the "
+                     "items the run's do not (`fedhh up` and `fedhh simulate`, which know the "
                      "items, say whether it does)") + f"; {others}")
     # (one lost beside none completed is noted too: it read "1 prefixes were lost in the
     # completion rounds (most in round 5"; and all lost in one round read "most in" it)

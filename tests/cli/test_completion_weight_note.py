@@ -34,9 +34,8 @@ def test_many_prefixes_lost_in_completion_rounds_are_told_with_the_remedy() -> N
         "sixteenth, the later ones at less. A larger weight (up to 1) raises each completion "
         "round's budget at the main rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 "
         "at 1), which helps only where the rounds it brings within the devices complete items "
-        "the run's do not (300 devices' URLs and e-mail addresses: none, past the 112 bits "
-        "those reach; `fedhh up` and `fedhh simulate`, which know the items, say whether it "
-        "does); a larger --eps-agg lowers every round's threshold, and more devices holding the "
+        "the run's do not (`fedhh up` and `fedhh simulate`, which know the items, say whether "
+        "it does); a larger --eps-agg lowers every round's threshold, and more devices holding the "
         "items raise their counts faster than the thresholds; docs/codecs.md.")
 
 
