@@ -937,14 +937,16 @@ async def _until(condition: Callable[[], bool]) -> None:
 def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
     """With quiet_close_s, a stage that lost a device closes once n_min devices answered and
     then none for that long, not at its deadline (10 minutes here); the sum of the others is
-    released. UNMASK still closes as soon as every secret can be rebuilt."""
+    released. UNMASK still closes as soon as every secret can be rebuilt. The quiet spell is 2 s,
+    not 0.3: five live devices answer each stage with n_min = 4, so a loaded machine's stall
+    that long between the fourth answer and the fifth would cut the fifth."""
     n = 6
     cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(600_000,) * 5,
                          round_id=b"run/quiet")
     silent = 6  # drops out before advertising its keys
 
     async def scenario() -> tuple[AggregateResult, float]:
-        async with aggregator(Limits(quiet_close_s=0.3)) as (_, channel):
+        async with aggregator(Limits(quiet_close_s=2.0)) as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
             started = time.monotonic()
