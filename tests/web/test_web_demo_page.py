@@ -306,6 +306,13 @@ def test_a_browser_offline_is_told_as_such_and_goes_on_once_online(dist: Path) -
         browser.execute_cdp_cmd("Network.emulateNetworkConditions",
                                 {"offline": True, **conditions})
         until(browser, lambda b: "this browser is offline" in row_text(b), "the row says so")
+        # Its check-ins wait for the browser to be online again, and the row says so (before,
+        # "no contact", asking every few seconds, and a device back online waited out its
+        # backoff: test/offline_check_in.test.ts).
+        until(browser, lambda b: (d := device(b)) and d["state"] == "offline",
+              "the device waits for the network")
+        until(browser, lambda b: "checks in again as soon as it is back online" in row_text(b),
+              "the row says what it waits for")
         until(browser, lambda b: "(this browser is offline since" in progress(b),
               "the progress says so")
         assert "not answering" not in progress(browser)
@@ -314,6 +321,34 @@ def test_a_browser_offline_is_told_as_such_and_goes_on_once_online(dist: Path) -
         until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
               and d["note"] == "", "the device is in contact again")
         until(browser, lambda b: progress(b) == PROGRESS[0], "the note is taken down")
+
+
+@pytest.mark.browser
+def test_a_reloaded_page_counts_the_rounds_its_earlier_loads_showed(dist: Path) -> None:
+    """The page keeps each device's rounds in localStorage, under the device's name and id
+    (clients/web/demo/kept.ts), and a load starts from them: a load of the page before this
+    one contributed to round 1. Before, a reloaded page counted its own rounds alone (0)."""
+    earlier = {"deviceId": "41", "current": None, "tasks": [
+        {"task": "demo round 1.1", "query": "4 prefixes of 0 bits", "outcome": "completed",
+         "contributed": True, "detail": ""}]}
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/not-the-page")  # (the origin, before the page runs)
+        browser.execute_script("localStorage.setItem('fedhh-demo-rounds/fake/0', "
+                               "JSON.stringify(arguments[0]))", earlier)
+        browser.get(up.origin + "/")
+        until(browser, lambda b: (d := device(b)) and d["deviceId"] == "41"
+              and d["state"] == "checking in", "the device enrolled and checks in")
+        cells = until(browser, lambda b: (c := row_text(b).split(" | "))[7] == "1" and c,
+                      "the round of the earlier load is counted")
+        assert cells[6] == "demo round 1.1: contributed", cells
+        assert cells[5] == "4 prefixes of 0 bits", cells
+        kept = browser.execute_script("return localStorage.getItem('fedhh-demo-rounds/fake/0')")
+        assert json.loads(kept) == earlier
+        # What the page posts is this load's alone: `fedhh up` keeps each load's itself.
+        up.wait_for(lambda: any(d and d[0].get("deviceId") == "41" for d in up.posts),
+                    "the enrolled device posted")
+        posted = [d[0] for d in up.posts if d]
+        assert all(d["tasks"] == [] and "earlier" not in d for d in posted), posted
 
 
 @pytest.mark.browser

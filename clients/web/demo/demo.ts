@@ -14,9 +14,9 @@ import { Code } from "@connectrpc/connect";
 
 import { type BookLoader, fetchBooks } from "../src/codec.js";
 import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
-import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
 import { type DeviceEvent, runDevice } from "../src/run.js";
+import { type KeptTask, keepTasks, keptTasks, pageStorage } from "./kept.js";
 import { queryText } from "./query.js";
 import { inTheSum, lateAdvice, roundsContributed } from "./rounds.js";
 
@@ -39,21 +39,15 @@ export interface DemoConfig {
   session: string;
 }
 
-export interface TaskView {
-  task: string;
-  /** The round's query as the task gave it (`queryText`). */
-  query: string;
-  outcome: TaskResult["outcome"];
-  contributed: boolean;
-  detail: string;
-}
+/** A task as the page shows it (its query as the task gave it: `queryText`). */
+export type TaskView = KeptTask;
 
 /** One device as the page shows it and posts it to `status`. */
 export interface DeviceView {
   user: number;
   deviceId: string;
   state: "enrolling" | "waiting for another tab" | "enrolled" | "checking in" | "no contact"
-    | "in a round" | "failed";
+    | "offline" | "in a round" | "failed";
   task: string;
   /** The query of the device's current task (`queryText`), or "". */
   query: string;
@@ -69,6 +63,11 @@ export interface DeviceView {
   /** When the first of the check-ins that got no answer in a row failed (ms), or 0. */
   noAnswerSince: number;
   tasks: TaskView[];
+  /**
+   * The tasks this browser's earlier loads of the page showed for the device (kept.ts): shown
+   * and counted with this load's, not posted (`fedhh up` keeps each load's posts itself).
+   */
+  earlier: TaskView[];
   spent: number;
   error: string;
 }
@@ -123,7 +122,12 @@ function show(view: DeviceView, event: DeviceEvent): void {
       view.state = "checking in"; view.task = ""; view.stage = "";
       break;
     case "check-in-failed":
-      if (event.code === Code.Unavailable || event.code === Code.DeadlineExceeded) {
+      if (event.offline) {
+        if (view.noAnswerSince === 0) view.noAnswerSince = Date.now();
+        view.state = "offline";
+        view.note = `this browser is offline (no answer since ${clock(view.noAnswerSince)}): ` +
+                    "the device checks in again as soon as it is back online";
+      } else if (event.code === Code.Unavailable || event.code === Code.DeadlineExceeded) {
         if (view.noAnswerSince === 0) view.noAnswerSince = Date.now();
         view.state = "no contact";
         view.note = `no answer since ${clock(view.noAnswerSince)} (${event.message}); ` +
@@ -190,6 +194,8 @@ function show(view: DeviceView, event: DeviceEvent): void {
  */
 async function runDemoDevice(config: DemoConfig, i: number, view: DeviceView, books: BookLoader
 ): Promise<void> {
+  const storage = pageStorage();
+  const key = `fedhh-demo-rounds/${config.session}/${i}`;
   const floors: Floors = { ...DEFAULT_FLOORS, minCohort: config.minCohort };
   await runDevice({
     coordinatorUrl: config.coordinators[i]!, enrollmentToken: config.tokens[i]!,
@@ -197,7 +203,19 @@ async function runDemoDevice(config: DemoConfig, i: number, view: DeviceView, bo
     items: config.items[i] ?? [], counts: config.counts[i] ?? [],
     // The task names the aggregator's Connect URL; this device reaches it under its own name.
     aggregatorUrl: (webUrl) => webUrl === config.aggregator ? config.aggregators[i]! : webUrl,
-    onEvent: (event) => show(view, event),
+    onEvent: (event) => {
+      if (event.type === "enrolled") {
+        view.earlier = keptTasks(storage, key, event.identity.deviceId.toString());
+      }
+      show(view, event);
+      if (view.deviceId === "") return;
+      const current = view.state === "in a round" && view.task !== "" &&
+        !view.tasks.some((t) => t.task === view.task);
+      keepTasks(storage, key, {
+        deviceId: view.deviceId, tasks: [...view.earlier, ...view.tasks],
+        current: current ? { task: view.task, query: view.query, stage: view.stage,
+                             sent: view.sent } : null });
+    },
   });
 }
 
@@ -230,6 +248,7 @@ function render(): void {
                         (th) => th.textContent ?? "");
   body.replaceChildren();
   for (const v of views) {
+    const tasks = [...v.earlier, ...v.tasks];
     const row = (body as HTMLTableSectionElement).insertRow();
     row.dataset["state"] = v.state;
     cell(row, String(v.user));
@@ -237,14 +256,14 @@ function render(): void {
     cell(row, v.deviceId ? "yes" : v.state === "failed" ? "no" : "…");
     cell(row, v.state === "failed" ? v.error : v.state, `state-${v.state.replace(/ /g, "-")}`);
     cell(row, v.task ? `${v.task}: ${v.stage}` : v.note || "–");
-    const last = v.tasks[v.tasks.length - 1];
+    const last = tasks[tasks.length - 1];
     // (the current round's query; between rounds, the last round's)
     cell(row, (v.task ? v.query : last?.query) || "–", "query");
-    const advice = lateAdvice(v.tasks);
+    const advice = lateAdvice(tasks);
     cell(row, last === undefined ? "–"
            : `${last.task}: ${outcomeText(last)}` + (advice ? `; ${advice}` : ""),
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
-    cell(row, String(roundsContributed(v.tasks, released)));
+    cell(row, String(roundsContributed(tasks, released)));
     cell(row, v.spent.toFixed(3));
   }
 }
@@ -285,7 +304,7 @@ const load = Array.from(crypto.getRandomValues(new Uint8Array(8)),
 function postStates(keepalive: boolean): void {
   const send = (alive: boolean) => fetch("status", {
     method: "POST", headers: { "Content-Type": "application/json" }, keepalive: alive,
-    body: JSON.stringify({ load, devices: views }) });
+    body: JSON.stringify({ load, devices: views.map(({ earlier: _earlier, ...posted }) => posted) }) });
   // (a keepalive body is capped at 64 KiB: a larger one goes as an ordinary post)
   send(keepalive).catch(() => keepalive ? send(false).catch(() => undefined) : undefined);
 }
@@ -338,7 +357,7 @@ async function main(): Promise<void> {
   config.tokens.forEach((_, i) => views.push({
     user: config.users[i]!, deviceId: "", state: "enrolling", task: "", query: "", stage: "",
     sent: false, note: "",
-    noAnswerSince: 0, tasks: [], spent: 0, error: "" }));
+    noAnswerSince: 0, tasks: [], earlier: [], spent: 0, error: "" }));
   changed();
   void pollProgress();
   // One loader for all: a trained book is fetched once (the loader keeps it).

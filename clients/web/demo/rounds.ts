@@ -26,7 +26,16 @@ export interface CountedTask {
  */
 export function roundsContributed(tasks: readonly CountedTask[],
                                   released: ReadonlySet<string> = new Set()): number {
-  return tasks.filter((t) => inTheSum(t, released)).length;
+  // An attempt is counted once: a page reloaded in it keeps it as dropped (kept.ts) and may be
+  // handed its task again.
+  const counted = new Set<string>();
+  return tasks.filter((t) => {
+    if (!inTheSum(t, released)) return false;
+    if (t.task === undefined) return true;
+    if (counted.has(t.task)) return false;
+    counted.add(t.task);
+    return true;
+  }).length;
 }
 
 /** Whether the task's input is in a released sum, as far as the page knows. */

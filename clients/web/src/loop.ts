@@ -104,6 +104,46 @@ export interface TaskOptions {
   timings?: Record<string, number>;
 }
 
+/**
+ * What the device knows of the browser's network: whether it says it is online
+ * (`navigator.onLine`), and where its "online" and "offline" events fire (the page).
+ */
+export interface Network {
+  online: () => boolean;
+  events: EventTarget;
+}
+
+/**
+ * How long a device whose browser says it is offline waits for it to be online again before
+ * it checks in all the same: `navigator.onLine` speaks of the network, and a coordinator on
+ * loopback (the demo of `fedhh up`) answers without one.
+ */
+export const OFFLINE_RECHECK_MS = 60_000;
+
+const WOKEN = Symbol("woken");
+
+/**
+ * `pause(ms, signal)`, cut short when `network`'s browser comes back online: a device that
+ * lost its network waited out its backoff (up to 10 s, a minute while offline) once the network
+ * was back.
+ */
+export function pauseUntilOnline(ms: number, signal?: AbortSignal, network?: Network
+): Promise<void> {
+  if (network === undefined) return pause(ms, signal);
+  const woken = new AbortController();
+  const wake = () => woken.abort(WOKEN);
+  const stop = () => woken.abort(signal?.reason);
+  network.events.addEventListener("online", wake);
+  signal?.addEventListener("abort", stop);
+  if (signal?.aborted) stop();
+  return pause(ms, woken.signal).catch((error: unknown) => {
+    if (error !== WOKEN) throw error;
+  }).finally(() => {
+    network.events.removeEventListener("online", wake);
+    signal?.removeEventListener("abort", stop);
+  });
+}
+
 export interface LoopOptions extends RoundOptions {
   /** This device's memory of its tasks (a fresh one when not given: one task only). */
   memory?: TaskMemory;
@@ -132,9 +172,14 @@ export interface LoopOptions extends RoundOptions {
    * reach; `deadline_exceeded`), was shed (`resource_exhausted`, `canceled`), or failed
    * otherwise (an answer that did not parse or was too large, a proxy's error page, the
    * coordinator's internal error: any code but `unauthenticated`, which is final), with its
-   * code (a failed fetch counted as unavailable): the device sends it again after `retryInMs`.
+   * code (a failed fetch counted as unavailable): the device sends it again after `retryInMs`,
+   * or at once when the browser comes back online (`network`). `offline`: the browser says it
+   * is offline (`network`), so the device waits for it to be online again rather than ask
+   * every few seconds (at most OFFLINE_RECHECK_MS).
    */
-  onCheckInFailed?: (code: Code, error: ConnectError, retryInMs: number) => void;
+  onCheckInFailed?: (code: Code, error: ConnectError, retryInMs: number, offline: boolean) => void;
+  /** The browser's network (none: the device knows nothing of it, and only backs off). */
+  network?: Network | undefined;
   /** Told when a verified task is taken, before its config is checked. */
   onTask?: (task: Task) => void;
   /**
@@ -257,10 +302,11 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       options.signal?.throwIfAborted();
       if (!(error instanceof ConnectError) || error.code === Code.Unauthenticated) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
-      const backoff = (options.jitter ?? systemJitter)()
+      const offline = options.network?.online() === false;
+      const backoff = offline ? OFFLINE_RECHECK_MS : (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
-      options.onCheckInFailed?.(codeOf(error), error, backoff);
-      await pause(backoff, options.signal);
+      options.onCheckInFailed?.(codeOf(error), error, backoff, offline);
+      await pauseUntilOnline(backoff, options.signal, options.network);
       continue;
     }
     failures = -1;

@@ -37,12 +37,12 @@ import { type Floors, DEFAULT_FLOORS } from "./floors.js";
 import { DeclineRequestSchema, SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { type IdentityStore, type PendingEnrolment, IndexedDbIdentityStore } from "./identity.js";
-import { type Coordinator, type HeldSeat, type TaskOptions, type TaskResult, newTaskMemory,
-  nextRound } from "./loop.js";
+import { type Coordinator, type HeldSeat, type Network, type TaskOptions, type TaskResult,
+  newTaskMemory, nextRound, pauseUntilOnline } from "./loop.js";
 import { KEY_BYTES, ed25519PublicFromSeed } from "./primitives.js";
 import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
-import { type RoundOptions, type Stage, codeOf, declineRequest, pause, transportFailed
+import { type RoundOptions, type Stage, codeOf, declineRequest, transportFailed
 } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
 import { StorageError, describeError, deviceDatabase } from "./storage.js";
@@ -90,9 +90,12 @@ export type DeviceEvent =
   /**
    * A check-in got no answer (`code` unavailable: the coordinator is down or out of reach;
    * deadline_exceeded) or was shed (resource_exhausted, canceled); the next `checking-in`
-   * follows in `retryInMs`.
+   * follows in `retryInMs`, or as soon as the browser is back online. `offline`: the browser
+   * says it is offline, and the device waits for it to be online again (OFFLINE_RECHECK_MS at
+   * most) instead of asking every few seconds.
    */
-  | { type: "check-in-failed"; code: Code; message: string; retryInMs: number }
+  | { type: "check-in-failed"; code: Code; message: string; retryInMs: number;
+      offline: boolean }
   /** A verified task is taken (its config is checked next). */
   | { type: "task"; task: Task }
   /**
@@ -153,6 +156,12 @@ export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "tim
    * gives the seat up (`declineAsThePageGoes`).
    */
   pageEvents?: EventTarget;
+  /**
+   * The browser's network (the page's `navigator.onLine`, its "online" events; tests give
+   * their own): a device whose check-in or enrolment got no answer tries again at once when
+   * the browser comes back online, and waits for that while it is offline.
+   */
+  network?: Network;
   /** A coordinator client of the page's own instead of one to `coordinatorUrl` (tests). */
   coordinator?: Coordinator;
   /** Stop after this many tasks (tests); none: until `signal` aborts. */
@@ -469,12 +478,12 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
       let result: TaskResult;
       try {
         result = await nextRound(coordinator, identity, {
-          ...rest, memory, floors, aggregatorFor,
+          ...rest, memory, floors, aggregatorFor, network: networkOf(options),
           ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
           onCheckIn: (failures) => tell({ type: "checking-in", failures }),
-          onCheckInFailed: (code, error, retryInMs) =>
+          onCheckInFailed: (code, error, retryInMs, offline) =>
             tell({ type: "check-in-failed", code,
-                   message: noAnswerMessage(error, options.coordinatorUrl), retryInMs }),
+                   message: noAnswerMessage(error, options.coordinatorUrl), retryInMs, offline }),
           onTask: (task) => tell({ type: "task", task }),
           onTaskRefused: (error, refusals, retryInMs) =>
             tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
@@ -504,6 +513,15 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   }
   summary.spent = budget.spent();
   return summary;
+}
+
+/** The network `options` give, else the page's; none outside a page. */
+function networkOf(options: RunDeviceOptions): Network | undefined {
+  if (options.network !== undefined) return options.network;
+  const page = options.pageEvents ?? thePage();
+  const navigator = (globalThis as { navigator?: { onLine?: unknown } }).navigator;
+  if (page === undefined || typeof navigator?.onLine !== "boolean") return undefined;
+  return { online: () => navigator.onLine !== false, events: page };
 }
 
 /** The page this code runs in, as the target of its lifecycle events; none outside a page. */
@@ -656,7 +674,7 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
       options.onEvent?.({ type: "enroll-failed", code: codeOf(error),
                           message: noAnswerMessage(error, options.coordinatorUrl), retryInMs });
-      await pause(retryInMs, options.signal);
+      await pauseUntilOnline(retryInMs, options.signal, networkOf(options));
       continue;
     }
     // Kept before anything else: the token is spent now.
