@@ -560,8 +560,10 @@ def _run(args: argparse.Namespace) -> int:
                                     "--timeout (the run's temporary folder is removed)")
                                  ) from None
             results = admin.results(run_.run_id)
-        _print_results(final, results, weight_one)
-        explain(final, results)
+        noise_made = held_by_no_device(dataset, devices, from_proto(final.config),
+                                       results.heavy_hitters)
+        _print_results(final, results, weight_one, noise_made)
+        explain(final, results, sum(noise_made))
         if demo is not None:
             close_demo(demo, final, results)
         if args.dashboard or demo is not None:
@@ -712,8 +714,40 @@ def _beyond_every_device(released: list[Any]) -> str:
             "--rounds T --devices N` tells the eps_local a target allows) or more devices.")
 
 
-def explain(run: Any, results: Any) -> None:
-    """Why the run ended where it did and why it found what it found."""
+def held_by_no_device(dataset: Any, devices: int, config: RunConfig,
+                      hitters: Any) -> list[bool]:
+    """Whether each heavy hitter is an item whole (ended) that none of the run's ``devices``
+    (the dataset's first users) holds: noise lifted it, and `fedhh up`, which hosts the data,
+    can say so as `fedhh simulate` does (an operator's `fedhh admin results` cannot). Before,
+    such a row (``apit'sw`` among 400 users' fruit) was listed as any other, a note below the
+    list saying only that one "may be" noise. The items' codes are compared, as a round
+    finds them."""
+    import numpy as np
+
+    from fedhh.codec import Codec
+
+    whole = [at for at, h in enumerate(hitters) if h.ended and not h.truncated]
+    if not whole or not devices:
+        return [False] * len(hitters)
+    codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
+    held = np.unique(np.asarray(dataset.items[:int(dataset.indptr[devices])]))
+    codes = codec.encode_many([dataset.vocabulary[i] for i in held.tolist()]).codes
+    found = codec.encode_many([hitters[at].item for at in whole]).codes
+    noise = set(np.asarray(whole)[~np.isin(found, codes)].tolist())
+    return [at in noise for at in range(len(hitters))]
+
+
+# Why an item many devices hold can be missing: a newcomer's 400 users holding 3 fruits each
+# found apple and not banana, held by 27% of them against a threshold of 7.6%, and nothing said
+# that a device reports one item a round (the paper's data selection, Section "Device Algorithm")
+ONE_REPORT = ("Each device reports one of its items a round (one that extends a kept prefix; "
+              "--selection says how it is drawn), so an item counts its holders' reports, not "
+              "its holders: one held by 100 devices that hold 3 items each counts about 33.")
+
+
+def explain(run: Any, results: Any, noise_made: int = 0) -> None:
+    """Why the run ended where it did and why it found what it found (``noise_made``: how
+    many listed items no device holds)."""
     from fedhh.privacy.accountant import allocation_offsets
     from fedhh.rpc.run_config import from_proto
 
@@ -739,16 +773,20 @@ def explain(run: Any, results: Any) -> None:
               f"{kind}. " + (_beyond_every_device(released) if n and last.threshold > n
                              else "With so few devices only the most common items stand out; "
                              "at the paper's scale (1.6 million devices, `fedhh simulate`) "
-                             "the same privacy finds items held by a far smaller share."))
+                             "the same privacy finds items held by a far smaller share. "
+                             + ONE_REPORT))
         kept = sum(r.kept for r in released)
         # (a round that kept nothing has no false positives, whatever its tail at the last
         # threshold PruneHH tried)
         noise = sum(r.expected_false_positives for r in released if r.kept)
         if kept:
+            marked = (f"; here, the data at hand, {noise_made} listed "
+                      f"{'is' if noise_made == 1 else 'are'} held by no device, and marked so"
+                      if noise_made else "")
             print(f"Noise alone is expected to lift about {noise:.1f} of the {kept} prefixes "
                   f"kept over the thresholds (PruneHH keeps these false positives at most "
                   f"gamma = {config.fp_ratio:g} of what it keeps; the table's "
-                  "exp-fp column), so an item in the list may be one of them.")
+                  f"exp-fp column), so an item in the list may be one of them{marked}.")
 
 
 def _noted(hitter: Any) -> str:
@@ -769,15 +807,22 @@ def _released(run: Any) -> str:
     return f"{run.rounds_released} released round{'' if run.rounds_released == 1 else 's'}"
 
 
-def _print_results(run: Any, results: Any,
-                   weight_one: Callable[[], bool] | None = None) -> None:
+def _print_results(run: Any, results: Any, weight_one: Callable[[], bool] | None = None,
+                   noise_made: list[bool] | None = None) -> None:
     """Print ``run``'s rounds and ``results``, with the notes on its cut prefixes
-    (``weight_one``: ``lost_in_completion_note``'s)."""
+    (``weight_one``: ``lost_in_completion_note``'s; ``noise_made``: ``held_by_no_device``'s,
+    for each heavy hitter)."""
     print()
     print(f"run {run.run_id}: {run.state}" + (f" ({run.error})" if run.error else ""))
     print(f"privacy spent: eps_agg {run.eps_spent:.3f} of {run.config.eps_agg} at delta "
           f"{run.config.delta} over {_released(run)} "
           f"(eps_local {run.eps_local:.3f})")
+    # (the two epsilons were named and never told apart: a newcomer's first question)
+    print("(eps_local: what one device's report of a round can reveal of its data, "
+          "randomized on the device; eps_agg: what the released sums, all the coordinator "
+          "sees, reveal of any one device's data over the whole run, less, as each sum hides a "
+          "report among the others'; smaller is more private: README, \"Privacy in one "
+          "paragraph\", and docs/privacy.md)")
     print()
     cuts = any(r.cut for r in run.rounds)  # (a column only when a round cut something)
     # (threshold: the estimate an element had to clear, in devices; a completion round's is
@@ -820,9 +865,13 @@ def _print_results(run: Any, results: Any,
     listed, cut = every[:len(rows)], every[len(rows):]
     whole = f"`fedhh admin ... results {printable(run.run_id)}`"
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))
-    for i, (h, item) in enumerate(zip(results.heavy_hitters, listed, strict=True), start=1):
+    from fedhh.cli.simulate import FALSE_POSITIVE
+
+    noise_made = noise_made or [False] * len(listed)
+    for i, (h, item, noise) in enumerate(zip(results.heavy_hitters, listed, noise_made,
+                                             strict=True), start=1):
         print(f"  {i:3d}. {ljust(item, width)}  estimated count {h.estimate:8.1f}  "
-              f"(round {h.round}{_noted(h)})")
+              f"(round {h.round}{f'; {FALSE_POSITIVE}' if noise else ''}{_noted(h)})")
     cut_note = column_cut_note(results.heavy_hitters, rows, ITEM_COLUMNS_MAX, whole)
     if cut_note:
         print(cut_note)
