@@ -50,6 +50,7 @@ from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from fedhh.errors import ConfigError, FedhhError
+from fedhh.rpc.connect_wire import CODES, CONTENT_TYPE, PROTOCOL_VERSION
 from fedhh.rpc.errors import bounded_details, details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
@@ -67,27 +68,6 @@ log = logging.getLogger(__name__)
 # At most one warning of calls refused for their origin in this many seconds (_refused_origin).
 ORIGIN_WARNING_INTERVAL_S = 60.0
 
-CONTENT_TYPE = "application/proto"
-PROTOCOL_VERSION = "1"
-# Every gRPC status as Connect's code and HTTP status (the protocol's table).
-CODES: dict[grpc.StatusCode, tuple[str, int]] = {
-    grpc.StatusCode.CANCELLED: ("canceled", 499),
-    grpc.StatusCode.UNKNOWN: ("unknown", 500),
-    grpc.StatusCode.INVALID_ARGUMENT: ("invalid_argument", 400),
-    grpc.StatusCode.DEADLINE_EXCEEDED: ("deadline_exceeded", 504),
-    grpc.StatusCode.NOT_FOUND: ("not_found", 404),
-    grpc.StatusCode.ALREADY_EXISTS: ("already_exists", 409),
-    grpc.StatusCode.PERMISSION_DENIED: ("permission_denied", 403),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ("resource_exhausted", 429),
-    grpc.StatusCode.FAILED_PRECONDITION: ("failed_precondition", 400),
-    grpc.StatusCode.ABORTED: ("aborted", 409),
-    grpc.StatusCode.OUT_OF_RANGE: ("out_of_range", 400),
-    grpc.StatusCode.UNIMPLEMENTED: ("unimplemented", 501),
-    grpc.StatusCode.INTERNAL: ("internal", 500),
-    grpc.StatusCode.UNAVAILABLE: ("unavailable", 503),
-    grpc.StatusCode.DATA_LOSS: ("data_loss", 500),
-    grpc.StatusCode.UNAUTHENTICATED: ("unauthenticated", 401),
-}
 # The request headers a page may send (CORS preflight), and how long a browser may keep that.
 ALLOWED_HEADERS = "Authorization, Connect-Protocol-Version, Connect-Timeout-Ms, Content-Type"
 PREFLIGHT_MAX_AGE_S = 7200

@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
-from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
+from fedhh.rpc.connect_wire import CODES, CONTENT_TYPE, PROTOCOL_VERSION
 from fedhh.rpc.serving import CA_REMEDY, MAX_MESSAGE_BYTES, check_plaintext_peer, tcp_keepalive
 from fedhh.rpc.tls import client_context
 

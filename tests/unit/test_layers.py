@@ -12,8 +12,8 @@ including imports inside functions:
   randomness);
 - the device process (``fedhh_device``) reaches, through every import of every module it
   imports, none of the server side: the prefix tree and its estimates (``fedhh.server``), the
-  round driver, the accountants, PI-RAPPOR's mechanism, the run configuration, the other
-  services;
+  round driver, the accountants, PI-RAPPOR's mechanism, the run configuration, the ports'
+  servers (Connect's, the framed port's, the procedures they serve), the other services;
 - the CLI imports the network stack and the services only inside its commands' functions;
 - no two modules import each other, directly or through others (no import cycle);
 - no public class name is defined twice across the packages (a name says which one it is);
@@ -476,8 +476,11 @@ def test_the_device_side_rules_match_whole_packages_only() -> None:
 
 
 # What the device process may not load: the server side of the library and of the services.
+# (the ports' servers too: a device's client of a port imports the port's wire contract, as
+# ``fedhh.rpc.framed.frames`` or ``fedhh.rpc.connect_wire``, never the port)
 DEVICE_PROCESS_FORBIDDEN = ("fedhh.server", "fedhh.secagg.server", "fedhh.rounds",
                             "fedhh.privacy", "fedhh.pirappor", "fedhh.config", "fedhh.metrics",
+                            "fedhh.rpc.connect", "fedhh.rpc.framed.server", "fedhh.rpc.procedures",
                             *OFFLINE, "fedhh_coordinator", "fedhh_aggregator")
 
 
@@ -585,8 +588,9 @@ def device_process_reaches(root: Path) -> list[str]:
 def test_the_device_process_reaches_no_server_code() -> None:
     # (before, fedhh_device.report took RoundQuery from fedhh.server, so every device process
     # loaded the prefix tree, PruneHH, the estimates and the mechanisms; RoundQuery, what a
-    # device receives, is now fedhh.device's; and fedhh.secagg's face loaded SecAggServer,
-    # now imported on first use)
+    # device receives, is now fedhh.device's; fedhh.secagg's face loaded SecAggServer, now
+    # imported on first use; and the Connect client took the protocol's codes from the port's
+    # module, loading the port and its procedures, now fedhh.rpc.connect_wire's)
     assert device_process_reaches(ROOT) == []
 
 
