@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from fedhh.backoff import Backoff
 from fedhh.errors import StateError
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import bearer_metadata
@@ -22,6 +23,11 @@ MINT_PER_CALL = 50_000
 # accounting in the call, 9 s for a 1,024-round run on a quiet 2-core machine and 28 s at
 # load 10 (before, 60 s, which a busier coordinator passed).
 START_TIMEOUT_S = 300.0
+# The tries of one MintEnrollmentTokens call that was not answered (UNAVAILABLE, its
+# deadline), each the same request: its request id makes the coordinator take out what an
+# unanswered try stored, so tries mint once (``fedhh_coordinator.enrollment.mint``).
+MINT_TRIES = 3
+_MINT_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
 class PartlyMinted(StateError):
@@ -89,15 +95,15 @@ class AdminClient:
 
     def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
         """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used), in
-        calls of at most ``MINT_PER_CALL``; PartlyMinted, holding those minted, when a call
-        after the first fails."""
+        calls of at most ``MINT_PER_CALL``, each made again up to ``MINT_TRIES`` times while
+        unanswered; PartlyMinted, holding those minted, when a call after the first fails."""
         tokens: list[str] = []
         while len(tokens) < count:
             asked = min(count - len(tokens), MINT_PER_CALL)
-            request = pb.MintEnrollmentTokensRequest(count=asked, ttl_s=ttl_s, label=label)
+            request = pb.MintEnrollmentTokensRequest(count=asked, ttl_s=ttl_s, label=label,
+                                                     request_id=secrets.token_hex(16))
             try:
-                got = self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
-                                                     timeout=60).tokens
+                got = self._mint_call(request)
             except grpc.RpcError as error:
                 if not tokens:
                     raise  # (nothing minted)
@@ -112,6 +118,18 @@ class AdminClient:
                     raise StateError(f"no tokens were minted: {why}")
                 raise PartlyMinted(tokens, count, why)
         return tokens
+
+    def _mint_call(self, request: pb.MintEnrollmentTokensRequest) -> list[str]:
+        backoff, tries = Backoff(0.5, 4.0), 1
+        while True:
+            try:
+                return list(self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
+                                                           timeout=60).tokens)
+            except grpc.RpcError as error:
+                if error.code() not in _MINT_RETRIED or tries == MINT_TRIES:
+                    raise
+            tries += 1
+            time.sleep(backoff.pause())
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None,
              idle: bool = False) -> pb.Run:

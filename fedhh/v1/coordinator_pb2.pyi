@@ -127,14 +127,16 @@ class Enrollment(_message.Message):
     def __init__(self, devices_enrolled: _Optional[int] = ..., last_enrolled_at: _Optional[float] = ..., tokens_unused: _Optional[int] = ..., tokens_used: _Optional[int] = ..., tokens_expired: _Optional[int] = ...) -> None: ...
 
 class MintEnrollmentTokensRequest(_message.Message):
-    __slots__ = ("count", "ttl_s", "label")
+    __slots__ = ("count", "ttl_s", "label", "request_id")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     count: int
     ttl_s: float
     label: str
-    def __init__(self, count: _Optional[int] = ..., ttl_s: _Optional[float] = ..., label: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, count: _Optional[int] = ..., ttl_s: _Optional[float] = ..., label: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class MintEnrollmentTokensResponse(_message.Message):
     __slots__ = ("tokens",)

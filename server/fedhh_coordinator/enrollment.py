@@ -24,7 +24,6 @@ operator who mints tokens for Sybils defeats n_min; each device's local epsilon 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import os
@@ -32,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from fedhh.backoff import Backoff
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
@@ -52,6 +51,7 @@ TOKENS_PER_TRANSACTION = 2_000
 # to no writer in turn: against a stream of a selector's enrollments, each taking the lock
 # again at once, a mint's single 1 s wait ran out ("database is locked") and minted nothing.
 MINT_PATIENCE_S = 10.0
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -116,43 +116,99 @@ def parse_token(text: str | bytes) -> bytes:
 
 
 def mint(store: Store, count: int, ttl_s: float | None = None, label: str = "", *,
-         clock: Callable[[], float] = time.monotonic,
+         request_id: str = "", clock: Callable[[], float] = time.monotonic,
          pause: Callable[[float], None] = time.sleep) -> list[str]:
     """Mint and register ``count`` tokens (valid ``ttl_s`` seconds, or until used), all or
-    none: stored ``TOKENS_PER_TRANSACTION`` a transaction, each tried again while the store is
-    unavailable (another process holds its lock) for ``MINT_PATIENCE_S`` in all; a mint that
-    fails takes the tokens it stored out again where the store lets it (a token left is a
-    secret nobody was given). Blocking: callers on an event loop run it in a thread."""
+    none (``_store_all``). Blocking: callers on an event loop run it in a thread.
+
+    ``request_id``: the caller's name of this mint. A mint repeating one (the same count,
+    ttl_s and label; another is ConflictError) first takes out the unused tokens the id's
+    earlier mints stored, which nobody received: a call whose answer was lost, or whose mint
+    failed where its tokens could not be taken out (the store away), is made again as it was
+    and leaves one mint's tokens, all in its answer. Before, a retried mint minted twice."""
     tokens = new_tokens(count)
     expires = None if ttl_s is None else time.time() + ttl_s
     hashes = [token_hash(bytes.fromhex(t)) for t in tokens]
-    stored = 0
-    give_up = clock() + MINT_PATIENCE_S
-    backoff = Backoff(0.02, 1.0)
-    try:
-        while stored < len(hashes):
-            chunk = hashes[stored:stored + TOKENS_PER_TRANSACTION]
-            try:
-                store.add_enrollment_tokens(chunk, label, expires)
-            except StoreUnavailable as error:
-                if clock() >= give_up:
-                    raise StoreUnavailable(
-                        f"minted no token: the store stayed unavailable for "
-                        f"{MINT_PATIENCE_S:g} s ({error}); retry") from None
-                pause(backoff.pause())
-                continue
-            backoff.reset()
-            stored += len(chunk)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            store.remove_enrollment_tokens(hashes[:stored])
-        raise
+    patience = _Patience(clock, pause)
+    if request_id:
+        asked = {"count": count, "ttl_s": ttl_s, "label": label}
+        earlier = patience.run("minted no token", store.record_mint, request_id, asked,
+                               hashes)
+        for start in range(0, len(earlier), TOKENS_PER_TRANSACTION):
+            patience.run(f"minted no token (some of the tokens mint {request_id!r} stored "
+                         "before are left to take out, which a mint made again with its id "
+                         "does first)", store.remove_enrollment_tokens,
+                         earlier[start:start + TOKENS_PER_TRANSACTION])
+    _store_all(store, hashes, label, expires, patience, "minted",
+               "a mint made again with its request id takes them out")
     return tokens
 
 
-def import_tokens(store: Store, path: str) -> int:
-    """Register the tokens of a file (one per line; blank lines ignored); returns how many
-    were new."""
+class _Patience:
+    """How long a mint or import waits, in all, for a store another process keeps busy
+    (``MINT_PATIENCE_S``): each step is tried again while the store is unavailable."""
+
+    def __init__(self, clock: Callable[[], float], pause: Callable[[float], None]) -> None:
+        self.clock, self.pause = clock, pause
+        self.give_up = clock() + MINT_PATIENCE_S
+        self.backoff = Backoff(0.02, 1.0)
+
+    def run(self, failed: str, step: Callable[..., _T], *args: Any) -> _T:
+        """``step(*args)``, tried again while the store is unavailable; past the patience,
+        StoreUnavailable saying ``failed``."""
+        while True:
+            try:
+                done = step(*args)
+            except StoreUnavailable as error:
+                if self.clock() >= self.give_up:
+                    raise StoreUnavailable(
+                        f"{failed}: the store stayed unavailable for {MINT_PATIENCE_S:g} s "
+                        f"({error}); retry") from None
+                self.pause(self.backoff.pause())
+                continue
+            self.backoff.reset()
+            return done
+
+
+def _store_all(store: Store, hashes: list[bytes], label: str, expires: float | None,
+               patience: _Patience, done: str, remedy: str) -> int:
+    """Register the tokens of ``hashes`` ``TOKENS_PER_TRANSACTION`` a transaction, all or
+    none: a failure takes out the ones this call added (those known before are left as they
+    were); returns how many were new. A transaction holds the store's write lock, which the
+    runner's charges and other processes' enrollments wait for. ``done``: what the caller
+    does to tokens ("minted"), and ``remedy`` for tokens left, for its failure's words."""
+    added: list[bytes] = []
+    try:
+        for start in range(0, len(hashes), TOKENS_PER_TRANSACTION):
+            added += patience.run(f"{done} no token", store.add_new_enrollment_tokens,
+                                  hashes[start:start + TOKENS_PER_TRANSACTION], label, expires)
+    except BaseException as error:
+        left = _take_out(store, added)
+        if left and isinstance(error, Exception):
+            raise StoreUnavailable(
+                f"{error} -- except that {left:,} of the tokens stored before the failure "
+                f"could not be taken out again (the store failed): they count as unused; "
+                f"{remedy}") from error
+        raise
+    return len(added)
+
+
+def _take_out(store: Store, hashes: list[bytes]) -> int:
+    """Remove the unused tokens of ``hashes`` a transaction of ``TOKENS_PER_TRANSACTION`` at a
+    time, as far as the store lets it; returns how many it could not."""
+    for start in range(0, len(hashes), TOKENS_PER_TRANSACTION):
+        try:
+            store.remove_enrollment_tokens(hashes[start:start + TOKENS_PER_TRANSACTION])
+        except Exception:
+            return len(hashes) - start
+    return 0
+
+
+def import_tokens(store: Store, path: str, *, clock: Callable[[], float] = time.monotonic,
+                  pause: Callable[[float], None] = time.sleep) -> int:
+    """Register the tokens of a file (one per line; blank lines ignored), all or none, as a
+    mint stores its own (``_store_all``: before, one transaction, which for 10^6 tokens held
+    the store's write lock for seconds); returns how many were new."""
     text = tokens_file_text(path)
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -167,7 +223,9 @@ def import_tokens(store: Store, path: str) -> int:
         hashes = [token_hash(parse_token(line)) for line in text.split()]
     except AuthenticationError as error:
         raise ConfigError(f"{path}: {error}") from None
-    return store.add_enrollment_tokens(hashes, label=f"file {os.path.basename(path)}")
+    return _store_all(store, hashes, f"file {os.path.basename(path)}", None,
+                      _Patience(clock, pause), "imported",
+                      "they are the file's first, and importing it again adds the rest")
 
 
 class OneTimeTokens:

@@ -57,6 +57,8 @@ from fedhh_coordinator.runs import (
 )
 from fedhh_coordinator.slow_reads import off_loop, shared, shared_after
 from fedhh_coordinator.store import (
+    RUN_ID,
+    RUN_ID_RULE,
     EnrollmentCounts,
     RoundRow,
     RunHead,
@@ -271,6 +273,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         # CancelRun of it meet before the run is in the store (``_storing``).
         self._storing: dict[str, asyncio.Future[Any]] = {}
         self._asked: dict[str, RunConfig] = {}  # (the config each of those asked for)
+        self._minting: dict[str, asyncio.Future[list[str]]] = {}  # (by request id)
         # (GetEnrollment's count under way, and the one its later callers wait for)
         self._counting: dict[None, asyncio.Future[EnrollmentCounts]] = {}
         self._count_next: dict[None, asyncio.Future[EnrollmentCounts]] = {}
@@ -345,11 +348,29 @@ class AdminService(pb_grpc.AdminServiceServicer):
                               f"{MAX_TOKEN_TTL_S:,}] seconds (a second to a year), got "
                               f"{request.ttl_s}")
         check_label(request.label)
+        if request.request_id and not RUN_ID.fullmatch(request.request_id):
+            raise ConfigError(f"request_id must be {RUN_ID_RULE}, got "
+                              f"{shown(request.request_id)}")
+        key = request.request_id
+        # A repeat waits for the mint of its id under way (its caller's deadline passed, and
+        # the thread goes on): taking out that mint's tokens while it stored more left some.
+        while key and (earlier := self._minting.get(key)) is not None and not earlier.done():
+            await asyncio.wait([earlier])
         # (in a thread, as StartRun stores a run: 50,000 tokens drawn, hashed and stored took
         # 1 to 6 s, during which the loop answered no device and no caller)
-        tokens = await asyncio.to_thread(mint, self.store, request.count, request.ttl_s or None,
-                                         request.label)
-        return pb.MintEnrollmentTokensResponse(tokens=tokens)
+        job = asyncio.ensure_future(asyncio.to_thread(
+            mint, self.store, request.count, request.ttl_s or None, request.label,
+            request_id=key))
+        if key:
+            self._minting[key] = job
+        job.add_done_callback(lambda _: self._minted(key, job))
+        return pb.MintEnrollmentTokensResponse(tokens=await asyncio.shield(job))
+
+    def _minted(self, key: str, job: asyncio.Future[list[str]]) -> None:
+        if self._minting.get(key) is job:
+            del self._minting[key]
+        if not job.cancelled():
+            job.exception()  # (the call's to answer; retrieved here for a call gone)
 
     @status_errors
     async def GetEnrollment(self, request: pb.GetEnrollmentRequest,

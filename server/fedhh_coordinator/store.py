@@ -121,6 +121,11 @@ class RoundRow:
         return int(self.summary.get("participants", self.participants))
 
 
+# The most hashes one ``IN (...)`` list names: within SQLite's 32,766 host parameters (999
+# before its 3.32) and PostgreSQL's 65,535.
+_IN_LIST = 500
+
+
 @dataclass(frozen=True)
 class EnrollmentCounts:
     devices: int
@@ -215,10 +220,59 @@ class Store:
                               expires_at: float | None = None) -> int:
         """Register one-time enrollment tokens (by hash; known ones are left as they are);
         returns how many were new."""
+        return len(self.add_new_enrollment_tokens(token_hashes, label, expires_at))
+
+    def add_new_enrollment_tokens(self, token_hashes: list[bytes], label: str = "",
+                                  expires_at: float | None = None) -> list[bytes]:
+        """``add_enrollment_tokens``, answering the hashes that were new: what a batched
+        import that fails takes out again, leaving the tokens known before it as they were."""
         with self._tx() as db:
-            return int(db.executemany(
+            known: set[bytes] = set()
+            for start in range(0, len(token_hashes), _IN_LIST):
+                part = token_hashes[start:start + _IN_LIST]
+                known.update(bytes(r[0]) for r in db.execute(
+                    "SELECT token_hash FROM enrollment_tokens WHERE token_hash IN "
+                    f"({', '.join('?' * len(part))})", part).fetchall())
+            new = [h for h in dict.fromkeys(token_hashes) if h not in known]
+            db.executemany(
                 "INSERT INTO enrollment_tokens (token_hash, label, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in token_hashes]))
+                "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in new])
+            return new
+
+    # Each mint a caller named (``MintEnrollmentTokensRequest.request_id``): what it asked for
+    # and the hashes of every token drawn under the id, so that a repeat takes out those
+    # nobody received. A table of its own, made when first needed (only the coordinator
+    # mints): stores made before it are stores all the same (``db.tables.STORE_COLUMNS``).
+    _MINT_TABLE = ("CREATE TABLE IF NOT EXISTS token_mints (request_id TEXT PRIMARY KEY, "
+                   "asked TEXT NOT NULL, hashes TEXT NOT NULL)")
+
+    def record_mint(self, request_id: str, asked: dict[str, Any],
+                    token_hashes: list[bytes]) -> list[bytes]:
+        """Record that the tokens of ``token_hashes`` are minted under ``request_id``, which
+        asks for ``asked``, before any is stored; returns the hashes its earlier mints drew
+        (none: a new id). ConflictError, nothing recorded, if the id asked for another
+        ``asked`` (the fields that differ named)."""
+        with self._tx() as db:
+            db.execute(self._MINT_TABLE)
+            row = db.execute("SELECT asked, hashes FROM token_mints WHERE request_id = ?",
+                             (request_id,)).fetchone()
+            earlier: list[bytes] = []
+            if row is not None:
+                record = f"mint {request_id!r}"
+                before = decoded(record, "asked", _object, row[0])
+                differ = sorted(k for k in {*before, *asked} if before.get(k) != asked.get(k))
+                if differ:
+                    raise ConflictError(
+                        f"mint {request_id!r} already asked for another {', '.join(differ)}: "
+                        f"a repeat of a mint asks for the same count, ttl_s and label; give "
+                        f"another request id for another mint")
+                packed = decoded(record, "hashes", base64.b64decode, row[1])
+                earlier = [packed[i:i + 32] for i in range(0, len(packed), 32)]
+            db.execute("DELETE FROM token_mints WHERE request_id = ?", (request_id,))
+            db.execute("INSERT INTO token_mints (request_id, asked, hashes) VALUES (?, ?, ?)",
+                       (request_id, json.dumps(asked),
+                        base64.b64encode(b"".join(earlier + token_hashes)).decode()))
+            return earlier
 
     def remove_enrollment_tokens(self, token_hashes: list[bytes]) -> int:
         """Take out the tokens of ``token_hashes`` that enrolled nobody (a mint that failed

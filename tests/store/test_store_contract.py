@@ -76,6 +76,20 @@ class StoreContract:
         assert store.device(device + 1) is None
         assert store.add_device(b"c" * 32, b"2" * 32, "", token_hash=b"b" * 32) == device + 1
 
+    def test_a_mint_record_answers_what_its_id_drew_before(self, store: Store) -> None:
+        asked = {"count": 2, "ttl_s": None, "label": "batch"}
+        assert store.record_mint("m-1", asked, [b"a" * 32, b"b" * 32]) == []
+        assert store.record_mint("m-1", asked, [b"c" * 32, b"d" * 32]) == [b"a" * 32, b"b" * 32]
+        assert store.record_mint("m-2", asked, [b"e" * 32]) == []
+        with pytest.raises(ConflictError, match="another label"):
+            store.record_mint("m-1", {**asked, "label": "other"}, [b"f" * 32])
+        assert store.record_mint("m-1", asked, []) == [b"a" * 32, b"b" * 32, b"c" * 32,
+                                                       b"d" * 32]
+
+    def test_new_tokens_are_told_from_known_ones(self, store: Store) -> None:
+        store.add_enrollment_tokens([b"a" * 32])
+        assert store.add_new_enrollment_tokens([b"b" * 32, b"a" * 32, b"b" * 32]) == [b"b" * 32]
+
     def test_lifetime_charges_are_once_per_run(self, store: Store) -> None:
         a = store.add_device(b"c" * 32, b"a" * 32, "")
         b = store.add_device(b"c" * 32, b"b" * 32, "")

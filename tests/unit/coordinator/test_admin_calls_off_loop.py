@@ -124,7 +124,7 @@ def test_tokens_are_minted_and_counted_off_the_event_loop(
     """50,000 tokens drawn, hashed and stored took 1 to 6 s on the loop; their counts scan
     every token ever minted."""
     store = Store(tmp_path / "coordinator.sqlite")
-    on_loop = _watch(monkeypatch, ((service, "mint"), (Store, "add_enrollment_tokens"),
+    on_loop = _watch(monkeypatch, ((service, "mint"), (Store, "add_new_enrollment_tokens"),
                                    (Store, "enrollment")))
 
     async def calls() -> tuple[int, int]:
@@ -136,7 +136,7 @@ def test_tokens_are_minted_and_counted_off_the_event_loop(
             return len(minted.tokens), counts.tokens_unused
 
     assert asyncio.run(calls()) == (3, 3)
-    assert on_loop == {"mint": False, "add_enrollment_tokens": False, "enrollment": False}
+    assert on_loop == {"mint": False, "add_new_enrollment_tokens": False, "enrollment": False}
 
 
 def test_the_runner_loads_the_run_it_drives_off_the_event_loop(

@@ -41,16 +41,16 @@ def test_a_mint_waits_out_another_process_that_holds_the_lock(
     holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")  # (a selector's enrollment, a backup: the write lock)
     found_held = threading.Event()
-    add = store.add_enrollment_tokens
+    add = store.add_new_enrollment_tokens
 
-    def add_tokens(*args: Any) -> int:
+    def add_tokens(*args: Any) -> list[bytes]:
         try:
             return add(*args)
         except StoreUnavailable:
             found_held.set()
             raise
 
-    monkeypatch.setattr(store, "add_enrollment_tokens", add_tokens)
+    monkeypatch.setattr(store, "add_new_enrollment_tokens", add_tokens)
 
     def hold() -> None:
         found_held.wait(HELD_S)
@@ -74,10 +74,10 @@ def test_a_mint_holds_the_lock_a_few_thousand_tokens_at_a_time(
     once (a selector's, on its own connection to the file)."""
     selector = Store(store.path, selector=True)
     stored: list[int] = []
-    add = store.add_enrollment_tokens
+    add = store.add_new_enrollment_tokens
     spare = mint(store, 1)
 
-    def add_tokens(hashes: list[bytes], *args: Any) -> int:
+    def add_tokens(hashes: list[bytes], *args: Any) -> list[bytes]:
         added = add(hashes, *args)
         stored.append(len(hashes))
         if len(stored) == 1:
@@ -85,7 +85,7 @@ def test_a_mint_holds_the_lock_a_few_thousand_tokens_at_a_time(
                                 token_hash(bytes.fromhex(spare[0])))
         return added
 
-    monkeypatch.setattr(store, "add_enrollment_tokens", add_tokens)
+    monkeypatch.setattr(store, "add_new_enrollment_tokens", add_tokens)
     try:
         tokens = mint(store, 50_000)
     finally:
@@ -99,16 +99,16 @@ def test_a_mint_holds_the_lock_a_few_thousand_tokens_at_a_time(
 def test_a_mint_that_fails_midway_leaves_no_token_of_it(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(enrollment, "MINT_PATIENCE_S", 0.0)
-    add = store.add_enrollment_tokens
+    add = store.add_new_enrollment_tokens
     calls = [0]
 
-    def add_tokens(*args: Any) -> int:
+    def add_tokens(*args: Any) -> list[bytes]:
         calls[0] += 1
         if calls[0] == 3:
             raise StoreUnavailable("the database failed: database is locked (the test's)")
         return add(*args)
 
-    monkeypatch.setattr(store, "add_enrollment_tokens", add_tokens)
+    monkeypatch.setattr(store, "add_new_enrollment_tokens", add_tokens)
     with pytest.raises(StoreUnavailable, match="minted no token: the store stayed unavailable"):
         mint(store, 3 * TOKENS_PER_TRANSACTION)
     assert store.enrollment().tokens_unused == 0
