@@ -352,6 +352,22 @@ def test_a_reloaded_page_counts_the_rounds_its_earlier_loads_showed(dist: Path) 
 
 
 @pytest.mark.browser
+def test_a_screen_reader_finds_the_devices_and_the_run_by_name(dist: Path) -> None:
+    """Chromium's accessibility tree (what a screen reader reads): the devices' table and the
+    run's progress are named, so a user who lists the page's tables or landmarks finds them.
+    Before, the table was 'table' without a name and the progress no landmark at all."""
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        until(browser, lambda b: "checking in" in row_text(b), "the row shows the check-in")
+        browser.execute_cdp_cmd("Accessibility.enable", {})
+        nodes = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})["nodes"]
+        named = {(n.get("role", {}).get("value"), n.get("name", {}).get("value"))
+                 for n in nodes if not n.get("ignored")}
+        assert ("table", "The devices of this tab") in named, sorted(map(str, named))
+        assert ("region", "The run") in named, sorted(map(str, named))
+
+
+@pytest.mark.browser
 def test_a_page_frozen_and_resumed_shows_its_devices_as_they_are(dist: Path) -> None:
     """A tab frozen in the background (Chromium freezes such tabs; a laptop asleep) and resumed
     draws no frames in headless Chromium: before, its rows were drawn at a frame only, and
