@@ -376,7 +376,14 @@ def _lock_workdir(workdir: Path) -> int:
     goes with the process, however it ends), or ConfigError naming the holder: a second
     `fedhh up` in the same workdir rewrote the first's tokens and keys and shared its store,
     and the first's run failed."""
-    fd = os.open(workdir / ".fedhh-up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(workdir / ".fedhh-up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        # (before, "Permission denied: /sys/fs/.fedhh-up.lock", naming neither the workdir
+        # nor what to do)
+        raise ConfigError(f"workdir {workdir} cannot be written: {error.strerror or error}; "
+                          "give a folder this user can write (--workdir), or none for a "
+                          "temporary one") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
