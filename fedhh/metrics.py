@@ -19,14 +19,15 @@ For an output H (ordered by true frequency) and the true ranking x*_1, x*_2, ...
 - weight ratio WR(H) = sum_{x in H} p(x) / sum_{i <= |H|} p(x*_i) and utility loss 1 - WR(H)
   (Appendix "Adaptive Segmentation Exploration");
 - recall of the true top-k for several k, each k whose top is not a smaller k's again
-  (``reached_ranks``: over 10 items, the top 10 alone);
+  (``reached_ranks``: over 10 items, the top 10 alone), null at the others, whose key stays
+  (``recall_at_null`` says why in words);
 - the marginal discovered-frequency curve: for each i, the sum of p over the sliding window
   (x_{i-W}, ..., x_i) of H ordered by true frequency, and the same for the true top list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,10 +120,11 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
         # (at most 1: the true top |H| hold the most mass; a sum in another order rounded over
         # it, and the utility loss showed as -0.0000)
         ratio = min(float(freq.sum()) / best, 1.0) if best > 0 else 0.0
-        recall = {}
-        for k in reached_ranks(top_k, ranking.size):
+
+        def recall(k: int, which: str = which) -> float:
             top = truth.top_codes(which, k)
-            recall[str(k)] = float(np.isin(top, codes).sum() / top.size)
+            return float(np.isin(top, codes).sum() / top.size)
+
         report[which] = {
             "true_positives": positives,
             "false_positives": int(codes.size - positives),
@@ -130,10 +132,11 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
             "discovered_mass": float(freq.sum()),
             "weight_ratio": ratio,
             "utility_loss": 1.0 - ratio,
-            "recall_at": recall,
+            "recall_at": ranked(top_k, ranking.size, recall),
         }
     # (the items some user holds, which cap every top-k: recall_at says which k it reached)
     report["held_items"] = int(truth.ranking("weighted").size)
+    report["recall_at_null"] = unranked(top_k, report["held_items"])
     report["true_positives"] = report["weighted"]["true_positives"]
     report["false_positives"] = report["weighted"]["false_positives"]
     report["false_positive_ratio"] = report["weighted"]["false_positive_ratio"]
@@ -178,18 +181,42 @@ def reached_ranks(top_k: Sequence[int], held: int) -> list[int]:
     return ranks
 
 
+def ranked(top_k: Sequence[int], held: int,
+           recall: Callable[[int], float]) -> dict[str, float | None]:
+    """``recall(k)`` under the key ``str(k)`` for every k of ``top_k``, null (None) for a k
+    past ``reached_ranks`` over ``held`` items, whose top is no other than a smaller k's
+    (``unranked`` says so in words). Every k keeps its key: before, the keys stopped at the
+    data's items, and a JSON reader of ``recall_at["1000"]`` over 10 items met a KeyError."""
+    reached = set(reached_ranks(top_k, held))
+    return {str(k): recall(k) if k in reached else None for k in top_k}
+
+
+def unranked(top_k: Sequence[int], held: int) -> str | None:
+    """Why ``ranked``'s recall is null at some k of ``top_k`` over ``held`` items, in words;
+    None where it is null at none."""
+    reached = reached_ranks(top_k, held)
+    past = [f"{k:,}" for k in top_k if k not in reached]
+    if not past:
+        return None
+    if not reached:
+        return "no user holds an item: there is no top k"
+    named = past[0] if len(past) == 1 else f"{', '.join(past[:-1])} or {past[-1]}"
+    return (f"the users hold {held:,} item{'' if held == 1 else 's'}, every one in the top "
+            f"{max(reached):,}: there is no top {named}")
+
+
 def whole_recall(item_codes: np.ndarray, truth: Any, whole_codes: np.ndarray,
-                 top_k: Sequence[int] = WHOLE_TOP_K) -> dict[str, float]:
+                 top_k: Sequence[int] = WHOLE_TOP_K) -> dict[str, float | None]:
     """Share of the k most frequent *items* (weighted distribution, ``GroundTruth``) found
-    whole: their own code among ``whole_codes`` (ended heavy hitters). Unlike ``recall_at``,
-    which ranks codes, a code truncated at max_bits (it stands for several items) finds none
-    of them (issue 27)."""
+    whole: their own code among ``whole_codes`` (ended heavy hitters), null past the items
+    (``ranked``). Unlike ``recall_at``, which ranks codes, a code truncated at max_bits (it
+    stands for several items) finds none of them (issue 27)."""
     found = np.asarray(whole_codes)
-    out = {}
-    for k in reached_ranks(top_k, int(np.count_nonzero(truth.weighted > 0))):
-        top = np.asarray(item_codes)[truth.top(k)]
-        out[str(k)] = float(np.mean(np.isin(top, found)))
-    return out
+
+    def recall(k: int) -> float:
+        return float(np.mean(np.isin(np.asarray(item_codes)[truth.top(k)], found)))
+
+    return ranked(top_k, int(np.count_nonzero(truth.weighted > 0)), recall)
 
 
 def marginal_curve(output_codes: Sequence[int] | np.ndarray, truth: Truth, which: str,

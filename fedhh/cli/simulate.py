@@ -771,7 +771,7 @@ def recall_line(metrics: dict[str, Any], distinct: int | None = None) -> str:
     10 items, the line read "top-10 1.00, top-100 1.00, top-1000 1.00, top-10000 1.00", the
     top 10's figure four times. ``distinct``: the dataset's distinct items, more than the
     ranking's where items longer than the codes are one code (three URLs alike for 60 bits)."""
-    recall = metrics["weighted"]["recall_at"]
+    recall = {k: v for k, v in metrics["weighted"]["recall_at"].items() if v is not None}
     held = metrics.get("held_items")
     shown = ", ".join(f"top-{k} {v:.2f}" for k, v in recall.items())
     if not isinstance(held, int) or held >= max(TOP_K):

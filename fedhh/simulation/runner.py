@@ -30,7 +30,7 @@ from fedhh.data.dataset import FederatedDataset, atomic_file, read_cache
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth, dataset_contents
 from fedhh.errors import ConfigError, DatasetError, StateError
-from fedhh.metrics import Truth, evaluate, whole_items, whole_recall
+from fedhh.metrics import WHOLE_TOP_K, Truth, evaluate, unranked, whole_items, whole_recall
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
 from fedhh.privacy import DEFAULT_METHOD, PrivacyLedger
@@ -364,6 +364,8 @@ def simulate(
             whole = np.union1d(np.union1d(found_codes[ended], known),
                                denied.codes[~denied.truncated])
             metrics["whole_recall_at"] = whole_recall(population.item_codes, truth_items, whole)
+            metrics["whole_recall_at_null"] = unranked(
+                WHOLE_TOP_K, int(np.count_nonzero(truth_items.weighted > 0)))
     privacy = prepared.privacy
     if ledger is not None:
         # What the released rounds spent (the ledger's charges composed, as the coordinator

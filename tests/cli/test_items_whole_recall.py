@@ -41,4 +41,9 @@ def test_denied_items_count_as_found_whole(
     cut = {entry["item"] for entry in payload["deny_list_cut"]}
     known = (found | set(payload["deny_list"]) - cut) & set(ITEMS)
     assert len(known) >= 4  # (the emoji denied, and some found)
-    assert payload["metrics"]["whole_recall_at"]["50"] == len(known) / len(ITEMS)
+    assert payload["metrics"]["whole_recall_at"] == {"50": len(known) / len(ITEMS),
+                                                     "100": None, "1000": None}
+    # (every top keeps its key, null past the 6 items, with the reason: a JSON reader of
+    # "100" met a KeyError)
+    assert payload["metrics"]["whole_recall_at_null"] == (
+        "the users hold 6 items, every one in the top 50: there is no top 100 or 1,000")
