@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from postgres_kit import PostgresServer
@@ -46,6 +46,29 @@ def waiting_sessions(location: str) -> int:
     return int(row[0])
 
 
+def while_held(location: str, hold: str, params: tuple[object, ...],
+               enrolments: list[tuple[Callable[..., None], tuple[object, ...]]],
+               let_go: str = "commit") -> None:
+    """Run each enrolment in a thread while a third session (its transaction open) holds the
+    lock ``hold`` takes; once every one waits for it (seen in ``pg_locks``), ``let_go``
+    (commit or rollback) and join them."""
+    locker = psycopg.connect(location)
+    try:
+        locker.execute(hold, params)
+        threads = [threading.Thread(target=target, args=args) for target, args in enrolments]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while waiting_sessions(location) < len(threads):
+            assert time.monotonic() < deadline, "the enrolments never reached the held lock"
+            time.sleep(0.01)  # polling the server's lock table
+        getattr(locker, let_go)()
+    finally:
+        locker.close()
+    for thread in threads:
+        thread.join(60)
+
+
 def test_one_token_spent_twice_at_once_enrols_one_identity(location: str) -> None:
     coordinator, selector = Store(location), Store(location, selector=True)
     token = token_hash(b"\x07" * 32)
@@ -58,23 +81,10 @@ def test_one_token_spent_twice_at_once_enrols_one_identity(location: str) -> Non
         except AuthenticationError as error:
             outcomes[name] = error
 
-    locker = psycopg.connect(location)  # (a transaction: the row lock is held until commit)
-    try:
-        locker.execute("SELECT 1 FROM enrollment_tokens WHERE token_hash = %s FOR UPDATE",
-                       (token,))
-        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator, b"k" * 32)),
-                   threading.Thread(target=enrol, args=("selector", selector, b"K" * 32))]
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 60
-        while waiting_sessions(location) < 2:  # both have read the row and wait to update it
-            assert time.monotonic() < deadline, "the enrolments never reached their UPDATE"
-            time.sleep(0.01)  # polling the server's lock table
-        locker.commit()
-    finally:
-        locker.close()
-    for thread in threads:
-        thread.join(60)
+    # (both have read the token unused and wait to take it)
+    while_held(location, "SELECT 1 FROM enrollment_tokens WHERE token_hash = %s FOR UPDATE",
+               (token,), [(enrol, ("coordinator", coordinator, b"k" * 32)),
+                          (enrol, ("selector", selector, b"K" * 32))])
     enrolled = [o for o in outcomes.values() if isinstance(o, int)]
     refused = [o for o in outcomes.values() if isinstance(o, AuthenticationError)]
     assert len(enrolled) == 1 and len(refused) == 1, outcomes
@@ -102,23 +112,11 @@ def test_one_identity_enrolled_twice_at_once_is_a_conflict(location: str) -> Non
         except Exception as error:  # (the driver's, before)
             outcomes[name] = error
 
-    locker = psycopg.connect(location)  # its uncommitted row holds the key's index entry
-    try:
-        locker.execute("INSERT INTO devices (credential_hash, identity_key, label, enrolled_at)"
-                       " VALUES (%s, %s, '', 0)", (b"x" * 32, b"k" * 32))
-        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator, tokens[0])),
-                   threading.Thread(target=enrol, args=("selector", selector, tokens[1]))]
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 60
-        while waiting_sessions(location) < 2:  # both wait on the key's index entry
-            assert time.monotonic() < deadline, "the enrolments never reached their INSERT"
-            time.sleep(0.01)  # polling the server's lock table
-        locker.rollback()
-    finally:
-        locker.close()
-    for thread in threads:
-        thread.join(60)
+    # (an uncommitted row holds the key's index entry: both wait on it)
+    while_held(location, "INSERT INTO devices (credential_hash, identity_key, label, "
+               "enrolled_at) VALUES (%s, %s, '', 0)", (b"x" * 32, b"k" * 32),
+               [(enrol, ("coordinator", coordinator, tokens[0])),
+                (enrol, ("selector", selector, tokens[1]))], let_go="rollback")
     enrolled = [o for o in outcomes.values() if isinstance(o, int)]
     refused = [o for o in outcomes.values() if isinstance(o, ConflictError)]
     assert len(enrolled) == 1 and len(refused) == 1, outcomes
@@ -148,22 +146,9 @@ def test_one_credential_reissued_twice_at_once_keeps_one(location: str) -> None:
         except Exception as error:
             outcomes[name] = error
 
-    locker = psycopg.connect(location)  # (a transaction: the row lock is held until commit)
-    try:
-        locker.execute("SELECT 1 FROM devices WHERE device_id = %s FOR UPDATE", (device,))
-        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator)),
-                   threading.Thread(target=enrol, args=("selector", selector))]
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 60
-        while waiting_sessions(location) < 2:  # both have read the device and wait to update it
-            assert time.monotonic() < deadline, "the re-issues never reached their UPDATE"
-            time.sleep(0.01)  # polling the server's lock table
-        locker.commit()
-    finally:
-        locker.close()
-    for thread in threads:
-        thread.join(60)
+    # (both have read the device and its credential and wait to replace it)
+    while_held(location, "SELECT 1 FROM devices WHERE device_id = %s FOR UPDATE", (device,),
+               [(enrol, ("coordinator", coordinator)), (enrol, ("selector", selector))])
     kept = [name for name, o in outcomes.items() if o == device]
     refused = [o for o in outcomes.values() if isinstance(o, ConflictError)]
     assert len(kept) == 1 and len(refused) == 1, outcomes
