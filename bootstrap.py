@@ -174,9 +174,30 @@ def run_child(command: Sequence[str | Path]) -> int:
         signal.signal(signal.SIGTERM, previous[1])
 
 
+def newer_python() -> str | None:
+    """A Python >= 3.11 on PATH, by the name to type, newest first; None if there is none."""
+    for minor in range(20, 10, -1):
+        if shutil.which(f"python3.{minor}"):
+            return f"python3.{minor}"
+    return None
+
+
+def old_python(argv: list[str]) -> str:
+    """What to do on a Python older than 3.11: the command line that works where a newer one
+    is on PATH (Ubuntu 22.04's python3 is 3.10, beside which python3.11 installs). Before, the
+    line named the version alone."""
+    command = " ".join(["bootstrap.py", *argv[:1]])
+    newer = newer_python()
+    how = (f"run `{newer} {command}` ({newer} is on PATH)" if newer else
+           f"install Python 3.11 or newer (Debian and Ubuntu: apt-get install python3.11 "
+           f"python3.11-venv; else python.org), then run `python3.11 {command}`")
+    return (f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]} "
+            f"({sys.executable}): {how}")
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
-        print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
+        print(old_python(argv), file=sys.stderr)
         return 2
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)

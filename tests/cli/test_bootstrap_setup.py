@@ -119,3 +119,23 @@ def test_pip_runs_without_setuptools_editable_installation_box(
     bootstrap._pip(Path("python"), "-e", ".")
     assert seen[0]["PYTHONWARNINGS"] == after
     assert seen[0]["PATH"] == bootstrap.os.environ["PATH"]
+
+
+def test_an_old_python_is_told_the_command_that_works(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "fedhh needs Python >= 3.11, this is 3.10.12", and nothing of what to do."""
+    monkeypatch.setattr(sys, "version_info", (3, 10, 12, "final", 0))
+    monkeypatch.setattr(sys, "version", "3.10.12 (main, Nov 20 2023)")
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    found = {"python3.12": "/usr/bin/python3.12"}
+    monkeypatch.setattr(bootstrap.shutil, "which", found.get)
+    assert bootstrap.main(["up", "--dashboard"]) == 2
+    assert capsys.readouterr().err == (
+        "fedhh needs Python >= 3.11, this is 3.10.12 (/usr/bin/python3): run `python3.12 "
+        "bootstrap.py up` (python3.12 is on PATH)\n")
+    found.clear()
+    assert bootstrap.main(["test"]) == 2
+    assert capsys.readouterr().err == (
+        "fedhh needs Python >= 3.11, this is 3.10.12 (/usr/bin/python3): install Python 3.11 "
+        "or newer (Debian and Ubuntu: apt-get install python3.11 python3.11-venv; else "
+        "python.org), then run `python3.11 bootstrap.py test`\n")
