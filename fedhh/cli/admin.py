@@ -299,6 +299,24 @@ def unanswered_start(run_id: str, asked: str) -> str:
             "for a busy coordinator)")
 
 
+# gRPC's words for a call it never sent: no connection to the address could be made (refused,
+# unreachable, a TLS handshake refused) or its name did not resolve. A call that was sent and
+# lost its connection says otherwise ("Socket closed", "Connection reset").
+_NEVER_SENT = ("failed to connect to all addresses", "errors resolving",
+               "dns resolution failed")
+
+
+def never_sent(error: Any) -> bool:
+    """Whether a failed call (a grpc.RpcError) never reached the service: UNAVAILABLE with
+    ``_NEVER_SENT``'s words. Such a StartRun started nothing: before, it was told that the
+    run may have started, as a call that reached a busy coordinator is."""
+    import grpc
+
+    details = (error.details() or "").lower()
+    return error.code() is grpc.StatusCode.UNAVAILABLE and any(
+        words in details for words in _NEVER_SENT)
+
+
 def fleet_note(client: Any, config: RunConfig) -> str | None:
     """A note when fewer devices have enrolled than the run's min_devices, or None. (Before,
     such a run was stored as pending and each attempt's check-in aborted short of it, the
@@ -364,7 +382,10 @@ def run(args: argparse.Namespace) -> int:
                 reply: Any = client.start_run(to_proto(config), run_id,
                                                  args.timeout or START_TIMEOUT_S)
             except grpc.RpcError as error:
-                if error.code() in serving.COMMAND_RETRIED:
+                if never_sent(error):
+                    print(f"{said}: note: the call never reached {coordinator}, so no run "
+                          "started", file=sys.stderr)
+                elif error.code() in serving.COMMAND_RETRIED:
                     print(f"{said}: note: {unanswered_start(run_id, args.run_id)}",
                           file=sys.stderr)
                 raise

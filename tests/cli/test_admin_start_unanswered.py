@@ -8,6 +8,7 @@ second run charging the same devices."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,49 @@ def test_the_client_draws_the_run_id_and_waits_for_planning() -> None:
     [(drawn, waited), again] = sent
     assert len(drawn) == 16 and waited == admin_client.START_TIMEOUT_S >= 300
     assert again == ("r1", 900)
+
+
+def test_a_start_that_never_reached_the_coordinator_says_no_run_started(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped port: nothing listens there (a socket bound to it, not listening, refuses
+    every connection). The call fails UNAVAILABLE at once, as before; it was told that the run
+    may have started and how to repeat it safely, of a call that reached nobody."""
+    token = tmp_path / "admin.token"
+    token.write_text("0123456789abcdef0123\n")
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        with pytest.raises(SystemExit) as exited:
+            main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
+                  *START, "--timeout", "600"])
+    assert exited.value.code != 0
+    err = capsys.readouterr().err
+    assert f"note: the call never reached 127.0.0.1:{port}, so no run started" in err, err
+    assert "may have started" not in err
+    assert "error: UNAVAILABLE: " in err and "nothing listens at" in err
+
+
+@pytest.mark.parametrize(("details", "sent"), [
+    ("errors resolving coordinatr.example:7000: [field:hostname lookup error:address lookup "
+     "failed for coordinatr.example:7000: Domain name not found]", False),
+    ("DNS resolution failed for coordinatr.example:7000", False),
+    ("Socket closed", True),
+    ("recvmsg:Connection reset by peer", True),
+])
+def test_only_a_call_that_may_have_reached_it_may_have_started_a_run(
+        recorder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        details: str, sent: bool) -> None:
+    class Unavailable(NotAnswered):
+        def details(self) -> str:
+            return details
+
+    def unanswered(self: Recorder, config: Any, run_id: str = "", timeout_s: float = 0.0
+                   ) -> None:
+        raise Unavailable(grpc.StatusCode.UNAVAILABLE)
+
+    monkeypatch.setattr(Recorder, "start_run", unanswered)
+    with pytest.raises(SystemExit):
+        start(recorder)
+    err = capsys.readouterr().err
+    assert ("may have started" in err) is sent, err
+    assert ("never reached" in err) is not sent, err
