@@ -247,7 +247,8 @@ def iter_text_users(
 
     looked = False
     header: TableHeader | None = None
-    held: list[Counter[str]] = []  # (the users read while a header waits for its first row)
+    spaced: SpacedHeader | None = None
+    held: list[Counter[str]] = []  # (the users read while a header waits for its rows)
     for number, line in user_lines(source, "text", meter, line_ends):
         if header is not None and line.strip():
             if header.row(line):
@@ -255,12 +256,16 @@ def iter_text_users(
                 # holding its user id as an item, "1,007" or "1" and "007")
                 raise DatasetError(
                     f"{source}: line {header.number} is a table's header ({header.shown}): "
-                    "the text format reads one user a line, items separated by whitespace, so "
-                    "its rows' user ids would be read as items; no format reads columns: write "
-                    "each user's items as one JSON array a line, a .jsonl file "
-                    "(docs/datasets.md, 'JSON lines')")
+                    f"{_COLUMNS_READ}")
             # (a user's item such as "user,item", the line after it no row of that table)
             header = None
+            yield from held
+            held.clear()
+        if spaced is not None and not spaced.see(line, number):
+            if spaced.rows > 1 and spaced.every_row:
+                raise spaced.refusal(source)
+            spaced.warn(source)
+            spaced = None
             yield from held
             held.clear()
         if not looked and line.strip():
@@ -272,16 +277,31 @@ def iter_text_users(
                     "take for parts of items ('[\"new', 'york\",'); for a JSON-lines dataset "
                     "name the file .jsonl, or import it with --format jsonl")
             header = table_header(line, number)
+            spaced = None if header is not None else spaced_header(line, number)
         if separators is not None:
             separators.see(line, f"line {number}")
             if number > 1 and line.startswith("\ufeff"):
                 separators.see_mark(line, f"line {number}")
         user = Counter(line.lower().split() if lowercase else line.split())
-        if header is None:
+        if header is None and spaced is None:
             yield user
         else:
             held.append(user)
+    if spaced is not None:
+        if spaced.rows > 1 and spaced.every_row:
+            raise spaced.refusal(source)
+        spaced.warn(source)
     yield from held  # (a header's line with no line after it: a user's items)
+
+
+# What a text import of a table would read, and how to write it instead.
+_COLUMNS_READ = ("the text format reads one user a line, items separated by whitespace, so its "
+                 "rows' user ids would be read as items; no format reads columns: write each "
+                 "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, "
+                 "'JSON lines')")
+# The lines after a header of names separated by spaces (``SpacedHeader``) looked at before it
+# is taken for a table's or for a user's items.
+SPACED_LOOK = 20
 
 
 # The names a table gives its column of user ids (a header ``user_id,item``; JSON lines'
@@ -330,6 +350,70 @@ def table_header(line: str, number: int) -> TableHeader | None:
                 and (separator == "\t" or " " not in text)):
             return TableHeader(number, repr(text[:60]), separator, len(fields))
     return None
+
+
+@dataclass
+class SpacedHeader:
+    """A first line of two or more names separated by spaces alone, one of them ``ID_KEYS``'s
+    (``user item``, ``user_id query``), at line ``number``, as a message shows it (``shown``):
+    a table's header, or a user's items. Two words are a user's items as often as a header, so
+    one line after it says little: the ``SPACED_LOOK`` lines after it are looked at (``see``),
+    and where every one with anything on it is a row (as many fields, a decimal user id in the
+    named column) and two or more are, it is a table's (``refusal``); else its words are read
+    as a user's items and a warning says so, with how to skip the line (``warn``). Before,
+    read silently: every row one user holding its id as an item."""
+
+    number: int
+    shown: str
+    columns: int
+    key: int  # (the column of user ids)
+    rows: int = 0
+    every_row: bool = True
+    first_row: str = ""
+
+    def see(self, line: str, number: int) -> bool:
+        """Tally line ``number`` (``line``, after the header); whether to look on."""
+        if number > self.number + SPACED_LOOK:
+            return False
+        if not line.strip():
+            return True  # (a user with no items, in a table or not)
+        fields = line.split()
+        if (len(fields) != self.columns or not fields[self.key].isdecimal()
+                or not fields[self.key].isascii()):
+            self.every_row = False
+            return False
+        self.rows += 1
+        self.first_row = self.first_row or repr(line.strip()[:60])
+        return True
+
+    def refusal(self, source: Path) -> DatasetError:
+        return DatasetError(
+            f"{source}: line {self.number} is a table's header ({self.shown}), the lines after "
+            f"it its rows ({self.first_row}: a user id, then {self.columns - 1:,} more "
+            f"column{'' if self.columns == 2 else 's'}): {_COLUMNS_READ}")
+
+    def warn(self, source: Path) -> None:
+        import_warning(
+            logger,
+            "%s: line %d (%s) reads as a table's header, names separated by spaces, one of "
+            "them a column of user ids; the text format reads it as one user holding those "
+            "words as items. If it is a header, delete that line (sed '%dd' %s > items.txt: "
+            "every line is one user); if the file is a table of user ids and items, write each "
+            "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, "
+            "'JSON lines')", source.name, self.number, self.shown, self.number, source.name)
+
+
+def spaced_header(line: str, number: int) -> SpacedHeader | None:
+    """Line ``number`` as a ``SpacedHeader``: two or more names (``_FIELD``'s, unquoted)
+    separated by whitespace alone, one of them ``ID_KEYS``'s; else None."""
+    text = line.strip()
+    fields = text.split()
+    if len(fields) < 2 or any(other in text for other in ",;\t\""):
+        return None
+    keys = [i for i, field in enumerate(fields) if field.lower() in ID_KEYS]
+    if not keys or not all(_FIELD.fullmatch(field) for field in fields):
+        return None
+    return SpacedHeader(number, repr(text[:60]), len(fields), keys[0])
 
 
 def json_user(line: str) -> bool:

@@ -5,6 +5,7 @@ or ``1`` and ``007``). A line of items that is no such header reads as before.""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -67,3 +68,66 @@ def test_a_users_one_item_that_reads_as_a_header_is_read_as_items(tmp_path: Path
         items, counts = dataset.user_items(user)
         assert Counter({dataset.vocabulary[i]: c for i, c in zip(
             items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
+
+
+@pytest.mark.parametrize(("text", "shown", "row", "more"), [
+    ("user item\n1 apple\n1 pear\n2 apple\n", "'user item'", "'1 apple'", "1 more column"),
+    ("\nID word count\n1 cat 2\n\n2 dog 1\n", "'ID word count'", "'1 cat 2'", "2 more columns"),
+    ("query user_id\n" + "new 7\n" * 25, "'query user_id'", "'new 7'", "1 more column"),
+])
+def test_a_table_header_of_spaced_names_is_refused_where_rows_follow(
+        tmp_path: Path, text: str, shown: str, row: str, more: str) -> None:
+    """A header of names separated by spaces, one a column of user ids, whose next lines are all
+    its rows (as many fields, a decimal id): before, read silently, each row a user holding its
+    id as an item."""
+    source = tmp_path / "rows.txt"
+    message = import_refused(import_text, source, text)
+    number = 2 if text.startswith("\n") else 1
+    assert message == (
+        f"{source}: line {number} is a table's header ({shown}), the lines after it its rows "
+        f"({row}: a user id, then {more}): the text format reads one user a line, items "
+        "separated by whitespace, so its rows' user ids would be read as items; no format reads "
+        "columns: write each user's items as one JSON array a line, a .jsonl file "
+        "(docs/datasets.md, 'JSON lines')")
+
+
+@pytest.mark.parametrize("text", [
+    "user item\nb\n",  # (the next line no row)
+    "user item\n1 apple\n",  # (one row: a user's two words as often)
+    "user item\nalice apple\nbob pear\n",  # (no decimal ids)
+    "user item\n1 apple\nthe cat sat\n2 pear\n",  # (a line of no row)
+    "user item\n" + "\n" * 20 + "1 a\n2 b\n",  # (no row within the lines looked at)
+])
+def test_spaced_names_read_as_items_are_said_with_how_to_skip_them(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str) -> None:
+    """Where the lines after such a header are not all its rows, its words are a user's items,
+    as before, and a warning says so, with how to delete the line; the dataset keeps it."""
+    source = tmp_path / "users.txt"
+    source.write_text(text, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="fedhh.data"):
+        dataset = load_dataset(import_text(source, tmp_path / "ds"))
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [
+        "users.txt: line 1 ('user item') reads as a table's header, names separated by spaces, "
+        "one of them a column of user ids; the text format reads it as one user holding those "
+        "words as items. If it is a header, delete that line (sed '1d' users.txt > items.txt: "
+        "every line is one user); if the file is a table of user ids and items, write each "
+        "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, 'JSON lines')"]
+    assert dataset.stats["import_warnings"] == said
+    lines = text.split("\n")[:-1]
+    assert dataset.num_users == len(lines)
+    for user, line in enumerate(lines):
+        items, counts = dataset.user_items(user)
+        assert Counter({dataset.vocabulary[i]: c for i, c in zip(
+            items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
+
+
+@pytest.mark.parametrize("first", ["the cat", "cat dog", "user", "user,item", "user item 1,000",
+                                   '"user" item'])
+def test_words_that_are_no_spaced_header_warn_of_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, first: str) -> None:
+    source = tmp_path / "users.txt"
+    source.write_text(f"{first}\n1 a\n2 b\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="fedhh.data"):
+        import_text(source, tmp_path / "ds")
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
