@@ -3,13 +3,13 @@
     fedhh deploy check [--dir deploy]
 
 docker compose reads part of .env itself (the published ports and their addresses, the images,
-the health checks' durations, the project name, where the TLS files and secrets lie) and
-refuses a bad value in its own words, naming neither the line nor the fix, after it has
-started some containers; a misspelt variable it ignores, its default used. The rest reaches the
-services as options, and a bad one restarts its service again and again. This reads the .env as
-compose does (a variable set in the shell overrides it) and names each line that either would
-refuse, why, and what to write; each secret file missing or unreadable by the containers' user
-(uid 10001); and two services publishing one host port. Exit 0 when nothing is wrong, else 1.
+the health checks' durations, where the TLS files and secrets lie) and refuses a bad value in
+its own words, naming neither the line nor the fix, some only at `up`, once other containers
+have started; a misspelt variable it ignores, its default used. The rest reaches the services
+as options, and a bad one restarts its service again and again. This reads the .env as compose
+does (a variable set in the shell overrides it) and names each line that either would refuse,
+why, and what to write; each secret file missing or unreadable by the containers' user (uid
+10001); and two services publishing one host port. Exit 0 when nothing is wrong, else 1.
 """
 
 from __future__ import annotations
