@@ -83,9 +83,19 @@ def read_env(path: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
     """``path``'s variables as compose reads them (NAME=VALUE lines, # comments, an optional
     `export `, a value in quotes taken whole, an unquoted one cut at " #"), each with its line
     number; and the lines it cannot read."""
+    from fedhh.errors import ConfigError
+
     values: dict[str, tuple[str, int]] = {}
     problems = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte "
+                          f"{error.start}), which compose reads .env as: save it as UTF-8"
+                          ) from None
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

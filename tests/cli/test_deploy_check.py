@@ -221,3 +221,13 @@ def test_every_variable_of_the_compose_file_is_checked_somewhere() -> None:
     assert {command for command, _, _ in options} == {
         "aggregator", "coordinator", "device", "selector"}
     assert all(re.fullmatch(r"--[a-z-]+", option) for _, option, _ in options)
+
+
+def test_an_env_file_that_is_not_utf8_is_one_line(stack: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    env = stack / ".env"
+    env.write_bytes(b"FEDHH_LOG_LEVEL=INFO\nFEDHH_WEB_ORIGINS=https://caf\xe9.example\n")
+    code, out, err = run_cli(["deploy", "check", "--dir", str(stack)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"fedhh deploy check: error: {env}:2: not UTF-8 text (invalid continuation "
+                   "byte at byte 50), which compose reads .env as: save it as UTF-8\n")
