@@ -91,8 +91,8 @@ def read_env(path: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte "
+        at = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{at}: not UTF-8 text ({error.reason} at byte "
                           f"{error.start}), which compose reads .env as: save it as UTF-8"
                           ) from None
     for number, raw in enumerate(text.splitlines(), 1):
