@@ -408,17 +408,44 @@ def _as_written(text: str) -> str:
     ASCII locale, a Windows console redirected to a file), the characters it lacks are written
     as backslash escapes (``fedhh.cli.main`` sets its errors so: ``\\xe9``, ``\\u6771``), and the
     consoles' columns are those of the escapes: before, ``東京`` was padded as 4 columns and
-    written as 12, and every row holding such an item stood out of line."""
+    written as 12, and every row holding such an item stood out of line. Where it lacks ``…``,
+    a cut row's mark is written ``\\u2026``, so a whole item's last ``…`` is written
+    ``\\U00002026``, the same character's long escape, not the ``\\u2026`` it is elsewhere."""
     encoding = getattr(sys.stdout, "encoding", None)
-    if text.isascii() or not encoding:
+    if not encoding:
         return text
+    if text.endswith(_OWN_ELLIPSIS) and _escapes(text, len(text) - len(_OWN_ELLIPSIS)) \
+            and not _writes(encoding, ELLIPSIS):
+        # (a whole item's last …, escaped by printable, and a cut row's mark … as the
+        # encoding writes it, \u2026, read alike: wait\u2026 was the whole item wait… and
+        # every item starting wait; the long form of the same escape keeps them apart)
+        text = text[:-len(_OWN_ELLIPSIS)] + f"\\U{ord(ELLIPSIS):08x}"
+    if text.isascii() or _writes(encoding, text):
+        return text
+    return text.encode(encoding, "backslashreplace").decode(encoding)
+
+
+_OWN_ELLIPSIS = "\\u2026"  # (printable's escape of a whole item's last …)
+
+
+def _writes(encoding: str, text: str) -> bool:
+    """Whether ``encoding`` writes ``text`` as it is (an unknown encoding: taken to)."""
     try:
         text.encode(encoding)
     except UnicodeEncodeError:
-        return text.encode(encoding, "backslashreplace").decode(encoding)
+        return False
     except LookupError:
         pass
-    return text
+    return True
+
+
+def _escapes(text: str, at: int) -> bool:
+    """Whether the backslash at ``text[at]`` begins an escape, not the second half of an
+    item's own doubled backslash: an even run of backslashes before it."""
+    start = at
+    while start > 0 and text[start - 1] == "\\":
+        start -= 1
+    return (at - start) % 2 == 0
 
 
 def columns(text: str) -> int:
