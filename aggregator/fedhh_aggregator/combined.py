@@ -38,7 +38,7 @@ import numpy as np
 from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
-from fedhh.rpc.control_client import patiently, persevere
+from fedhh.rpc.control_client import passing, patiently, persevere
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh_aggregator.rounds import RoundState, check_tombstone_ttl, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
@@ -329,6 +329,19 @@ class CombinedRound:
                 await self._settle_from_outcome(shard, f"the worker no longer holds it ({gone})",
                                                 give_up)
             except (grpc.aio.AioRpcError, FedhhError) as error:
+                if not passing(error):
+                    # A refusal (of the read, or of the cancel at the deadline) that no later
+                    # try changes: the shard is settled now. Before, the call was tried again
+                    # until the deadline and --patience-seconds had passed.
+                    log.warning("a worker refused a shard's call", extra={
+                        "round_id": round_label(self.round_id), "worker": shard.worker,
+                        "shard": round_label(shard.round_id), "error": _describe(error)})
+                    why = f"worker {shard.worker} refused the shard: {_describe(error)}"
+                    if remaining > 0:
+                        await self._cancel_and_settle(shard, why, give_up)
+                    else:  # (the cancel was refused)
+                        await self._settle_from_outcome(shard, why, give_up, cancelled=False)
+                    return
                 if time.time() >= give_up:
                     self._shard_finished(shard, RoundState.ABORTED, "worker unreachable: "
                                          f"{_describe(error)}", True)
@@ -379,13 +392,29 @@ class CombinedRound:
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _settle_from_outcome(self, shard: Shard, why: str, give_up: float) -> None:
+    async def _cancel_and_settle(self, shard: Shard, why: str, give_up: float) -> None:
+        """Cancel a running shard at its worker, asked again while the worker is away
+        (``persevere``) until ``give_up`` (wall clock), and settle it by the worker's word
+        within the same patience (:meth:`_settle_from_outcome`)."""
+        control = self.pool[shard.worker].control
+        cancelled = False
+        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+            await persevere(lambda: control.cancel(shard.round_id), _loop_time(give_up),
+                            Backoff(DROP_RETRY_S, DROP_RETRY_MAX_S))
+            cancelled = True
+        await self._settle_from_outcome(shard, why, give_up, cancelled=cancelled)
+
+    async def _settle_from_outcome(self, shard: Shard, why: str, give_up: float, *,
+                                   cancelled: bool = True) -> None:
         """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
         assumed (its worker cannot say). The word is asked again while the worker is away
         (``persevere``: restarting, busy) until ``give_up`` (wall clock); an answer no later
         try changes is taken at once. Before, it was asked once: a worker busy or restarting
         at that moment left the shard charged at n_min, though its word would have said the
-        shard never reached unmasking."""
+        shard never reached unmasking. ``cancelled``: the worker took the shard's cancel;
+        one that did not and says the shard still runs may yet unmask it, so nobody can say
+        unmasking did not begin (before, its "running" was taken for a shard that never
+        would)."""
         outcome: RoundOutcome | None = None
         control = self.pool[shard.worker].control
         with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
@@ -394,6 +423,10 @@ class CombinedRound:
                                                                    DROP_RETRY_MAX_S))
         if outcome is None or (outcome.state == "unknown" and not outcome.durable):
             reached = True  # nobody can say it did not begin
+        elif outcome.state == "running" and not cancelled:
+            reached = True
+            why = (f"{why}; worker {shard.worker} still runs it, its cancel not taken: "
+                   "nobody can say its unmasking will not begin")
         elif outcome.state == "unknown" and shard.opened:
             # A journaling worker that has no record of a shard it accepted lost its record
             # (restarted on another state dir, or as another worker): unmasking may have
@@ -474,17 +507,10 @@ class CombinedRound:
         running = [s for s in self.shards if s.state == RoundState.RUNNING]
         released = [s for s in self.shards if s.state == RoundState.RELEASED]
 
-        async def cancel_one(shard: Shard) -> None:
-            give_up = time.time() + self.limits.patience_s
-            control = self.pool[shard.worker].control
-            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                await persevere(lambda: control.cancel(shard.round_id), _loop_time(give_up),
-                                Backoff(DROP_RETRY_S, DROP_RETRY_MAX_S))
-            await self._settle_from_outcome(shard, why, give_up)
-
         self._drop_held(released, delivered=False)
-        settled = await asyncio.gather(*(cancel_one(s) for s in running),
-                                       return_exceptions=True)
+        settled = await asyncio.gather(
+            *(self._cancel_and_settle(s, why, time.time() + self.limits.patience_s)
+              for s in running), return_exceptions=True)
         for error in settled:
             if isinstance(error, Exception):  # (a bug: the round aborts all the same)
                 log.error("aborting a sharded round failed", exc_info=error,
