@@ -61,6 +61,13 @@ class AggregatorRefused(FedhhError):
     permissions): no wait makes it answer otherwise."""
 
 
+class ControlTokenRefused(AggregatorRefused):
+    """The aggregation service refused the coordinator's control token: it holds another.
+    No attempt is settled on it (``NetworkLink``): the service still knows what became of
+    the round, and the token the operator fixes lets it say, where a settlement now would
+    charge at n_min a round that may have cost less or nothing. The coordinator stops."""
+
+
 class RoundService(Protocol[ReleaseT]):
     """Settling a round at the service that runs it."""
 
@@ -70,7 +77,8 @@ class RoundService(Protocol[ReleaseT]):
         """Wait for the round's sum, of ``dimension`` elements (its config's); another's, or
         another round's answer, is refused. ``on_release(release)`` runs before it is read.
         Raises RoundAborted (nothing released; ``reached_unmask`` says if unmasking began;
-        the hook's own RoundAborted as it raised it), TimeoutError, or AggregatorUnavailable."""
+        the hook's own RoundAborted as it raised it), TimeoutError, AggregatorUnavailable
+        (a failure a later read may not meet) or AggregatorRefused (any other)."""
         ...
 
     async def outcome(self, round_id: bytes) -> AggregatorOutcome: ...

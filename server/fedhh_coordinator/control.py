@@ -32,6 +32,7 @@ from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
     AggregatorRefused,
     AggregatorUnavailable,
+    ControlTokenRefused,
     DeviceAddresses,
 )
 
@@ -47,6 +48,13 @@ DELIVERY_RETRY_MAX_S = 15.0
 class _ServiceControl(ABC):
     """What settling a round takes at either service (``RoundService``): a result read behind
     the coordinator's release hook, the service's outcome, a cancel.
+
+    A read that fails is the service away (``AggregatorUnavailable``) only where a later
+    read may not meet the failure (``passing``); any other answer (a refusal, a call the
+    service does not serve, a stream that breaks the wire contract) is ``AggregatorRefused``
+    (``_failed``), which the link settles at once. Before, every failure was the service
+    away, and a read refused while GetOutcome said the round ran was tried again till the
+    round's deadline.
 
     The result is checked against the round asked for before the hook sees it: another
     round's answer is refused (the attempt aborted, charged as one that reached unmasking, the
@@ -95,9 +103,7 @@ class _ServiceControl(ABC):
         except (FedhhError, grpc.aio.AioRpcError) as error:
             if hook_failed:
                 raise hook_failed[0] from None  # the driver's own refusal or failure
-            if isinstance(error, grpc.aio.AioRpcError):
-                raise AggregatorUnavailable(error.code().name) from None
-            raise AggregatorUnavailable(str(error)) from None
+            raise self._failed(error, "GetResult") from None
         return result.total, result.num_contributors
 
     async def delivered(self, round_id: bytes) -> None:
@@ -199,14 +205,24 @@ class _ServiceControl(ABC):
         """What a failed control call tells the link: the service away (``passing``), or
         refused, in words that name the service, the call, the status and what the operator
         does about it."""
-        code = status_code(error)
-        if code is not None and passing(error):
-            return AggregatorUnavailable(code.name)
-        call = error if isinstance(error, grpc.aio.AioRpcError) else error.__cause__
-        details = call.details() if isinstance(call, grpc.aio.AioRpcError) else str(error)
-        what = (f"refused {name_of_call} ({code.name}: {details})" if code is not None else
-                f"answered {name_of_call} against the wire contract ({details})")
-        return AggregatorRefused(f"the {self.kind} {what}; {_REMEDIES.get(code, _SEE_ITS_LOG)}")
+        return refusal(error, f"the {self.kind}", name_of_call)
+
+
+def refusal(error: grpc.aio.AioRpcError | FedhhError, who: str, name_of_call: str
+            ) -> AggregatorUnavailable | AggregatorRefused:
+    """What a failed control call says: the service away (``passing``, the one split of
+    transient from permanent failures), or refused, in words that name ``who``, the call, the
+    status and what the operator does about it; a refusal of the control token is
+    ``ControlTokenRefused``."""
+    code = status_code(error)
+    if code is not None and passing(error):
+        return AggregatorUnavailable(code.name)
+    call = error if isinstance(error, grpc.aio.AioRpcError) else error.__cause__
+    details = call.details() if isinstance(call, grpc.aio.AioRpcError) else str(error)
+    what = (f"refused {name_of_call} ({code.name}: {details})" if code is not None else
+            f"answered {name_of_call} against the wire contract ({details})")
+    kind = ControlTokenRefused if code in _TOKEN_REFUSALS else AggregatorRefused
+    return kind(f"{who} {what}; {_REMEDIES.get(code, _SEE_ITS_LOG)}")
 
 
 # What the operator does about a service's refusal, by its status.
@@ -220,6 +236,7 @@ _REMEDIES = {
     None: "the service's fedhh version must be the coordinator's",
 }
 _SEE_ITS_LOG = "the service's log says why"
+_TOKEN_REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 
 class _SingleControl(_ServiceControl):
@@ -253,10 +270,6 @@ class _CombinerControl(_ServiceControl):
         return (await self.client.outcome(round_id)).outcome
 
 
-# Answers that no wait changes: a run does not wait for the service to answer otherwise.
-REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-
-
 class GrpcAggregator:
     """``AggregatorApi`` at one address over one channel."""
 
@@ -270,18 +283,18 @@ class GrpcAggregator:
 
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         """The combiner's serving workers as (index, where devices reach it); None if the
-        address is a single aggregator (it does not serve CombinerControl)."""
+        address is a single aggregator (it does not serve CombinerControl). A failure is the
+        service away (``AggregatorUnavailable``) or refused (``AggregatorRefused``) as
+        ``passing`` splits them, the split every other control call makes. Before, this call
+        kept its own list of refusals, the two token codes: any other answer no later try
+        changes (INTERNAL, INVALID_ARGUMENT) read as the service away, and the attempt waited
+        for it for --aggregator-patience-seconds."""
         try:
             workers = await self.combiner.client.workers()
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return None
-            if error.code() in REFUSALS:
-                raise AggregatorRefused(f"the aggregation service refused the coordinator "
-                                        f"({error.code().name}: {error.details()}); check "
-                                        f"--control-token-file") from None
-            raise AggregatorUnavailable(f"aggregation service unreachable "
-                                        f"({error.code().name})") from None
+            raise refusal(error, "the aggregation service", "DescribeWorkers") from None
         return [(w.index, DeviceAddresses(w.public_address, w.web_url, w.session_address))
                 for w in workers if w.serving]
 

@@ -79,6 +79,7 @@ from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
     AggregatorRefused,
     AggregatorUnavailable,
+    ControlTokenRefused,
     DeviceAddresses,
     RoundService,
 )
@@ -480,15 +481,6 @@ class NetworkLink:
                     raise RoundAborted(aborted.reason + await self._too_few(plan, service),
                                        contributors=aborted.contributors) from None
                 except TimeoutError:
-                    # Cancelled as patiently as its outcome is asked: before, one failed try
-                    # (the service restarting) left the round running there, and the outcome
-                    # read next, "running", charged the attempt at n_min as one that may yet
-                    # unmask, although the cancel would have ended it before unmasking, free.
-                    # The cancel and the outcome share the one patience: before, each had its
-                    # own, and a service away past the deadline held the attempt for twice
-                    # recovery_patience_s and more (each wait's last pause ran past it: 3.0 s
-                    # at a patience of 1 s, 20 minutes and more at 600 s) before it was settled.
-                    give_up = loop.time() + self.recovery_patience_s
                     log.warning(f"the round did not finish by its deadline: cancelling it at "
                                 f"the {plan.kind} and asking what became of it, for up to "
                                 f"{self.recovery_patience_s:g} s (--aggregator-patience-"
@@ -497,11 +489,21 @@ class NetworkLink:
                                     "round_id": round_id.decode(errors="replace"),
                                     "address": self._control_address(),
                                     "patience_s": self.recovery_patience_s})
-                    with contextlib.suppress(FedhhError):
-                        await self._patiently(plan, service.cancel, give_up)
-                    outcome = await self._patient_outcome(plan, give_up)
                     raise _aborted("the round did not finish before its deadline",
-                                   outcome) from None
+                                   await self._cancel_and_ask(plan, service)) from None
+                except ControlTokenRefused:
+                    raise  # (settled by the next process, holding the service's token)
+                except AggregatorRefused as refused:
+                    # An answer no later read changes: the round is ended and settled at
+                    # once by the service's word, a round that may still unmask charged at
+                    # n_min (``_verdict``). Before, the read was tried again till the
+                    # round's deadline while GetOutcome said the round ran.
+                    log.error(f"the {plan.kind} refused the round's result: it is cancelled "
+                              "and settled by the service's word on it", extra={
+                                  "round_id": round_id.decode(errors="replace"),
+                                  "address": self._control_address(), "error": str(refused)})
+                    raise _aborted(str(refused), await self._cancel_and_ask(plan, service)
+                                   ) from None
                 except AggregatorUnavailable as error:
                     outcome = await self._patient_outcome(plan)
                     if charged():
@@ -531,6 +533,27 @@ class NetworkLink:
                     await again.sleep()
         finally:
             watcher.cancel()
+
+    async def _cancel_and_ask(self, plan: RoundPlan, service: RoundService[Any]
+                              ) -> AggregatorOutcome:
+        """The round cancelled at the service, then its word on it, both asked again while
+        the service is away, within one ``recovery_patience_s``. Cancelled as patiently as
+        its outcome is asked: before, one failed try (the service restarting) left the round
+        running there, and the outcome read next, "running", charged the attempt at n_min as
+        one that may yet unmask, although the cancel would have ended it before unmasking,
+        free. One patience for both: before, each had its own, and a service away past the
+        deadline held the attempt for twice recovery_patience_s and more (each wait's last
+        pause ran past it: 3.0 s at a patience of 1 s, 20 minutes and more at 600 s) before
+        it was settled. A cancel refused leaves the word to decide (a round it says still
+        runs is charged at n_min); a refused token settles nothing (``ControlTokenRefused``)."""
+        give_up = asyncio.get_running_loop().time() + self.recovery_patience_s
+        try:
+            await self._patiently(plan, service.cancel, give_up)
+        except ControlTokenRefused:
+            raise
+        except FedhhError:
+            pass  # (the service's word says what became of the round)
+        return await self._patient_outcome(plan, give_up)
 
     async def _too_few(self, plan: RoundPlan, service: RoundService[Any]) -> str:
         """What an abort for too few devices adds to its reason: how many of the cohort each
@@ -573,15 +596,20 @@ class NetworkLink:
         text alone was overwritten, so the round's timeline kept the interrupted stage
         running through the wait.)
 
-        A service that refuses to say (``AggregatorRefused``: its control token changed, a
-        call it does not serve, an answer that breaks the wire contract) leaves the round
-        unknown at once, charged at n_min, and the log says why and what to do: no wait
-        changes such an answer. Before, it was waited on for ``recovery_patience_s``, or,
-        for a refusal the client maps to its own error, the run failed with its attempt
-        left open and uncharged."""
+        A service that refuses to say (``AggregatorRefused``: a call it does not serve, an
+        answer that breaks the wire contract) leaves the round unknown at once, charged at
+        n_min, and the log says why and what to do: no wait changes such an answer. Before,
+        it was waited on for ``recovery_patience_s``, or, for a refusal the client maps to
+        its own error, the run failed with its attempt left open and uncharged. A refused
+        control token (``ControlTokenRefused``) is raised: the attempt is settled by a
+        coordinator that holds the service's token, which learns what became of the round.
+        Before, it was settled unknown, charged at n_min: a coordinator restarted with the
+        wrong --control-token-file charged every attempt it found open so."""
         where = f"the {plan.kind} at {self._control_address()}"
         try:
             return await self._patiently(plan, plan.service(self.aggregator).outcome, give_up)
+        except ControlTokenRefused:
+            raise  # (no settlement: ``ControlTokenRefused``)
         except AggregatorUnavailable as error:
             return AggregatorOutcome("unknown", reason=f"{where} stayed unreachable for "
                                      f"{self.recovery_patience_s:g} s ({error})")

@@ -36,7 +36,7 @@ from fedhh.rpc.observability import (
 from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.aggregation import DeviceAddresses
+from fedhh_coordinator.aggregation import ControlTokenRefused, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.db import is_postgres_url, redact
@@ -418,6 +418,13 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
             if isinstance(stopped, StoreCorrupt):  # (no bug: what the operator must do, said)
                 log.critical("the store is damaged; the coordinator stops",
                              extra={"error": str(stopped)})
+                return 1
+            if isinstance(stopped, ControlTokenRefused):
+                log.critical("the aggregation service refuses the coordinator's control "
+                             "token, so no attempt can be settled by its word: the "
+                             "coordinator stops, its runs and their open attempts left as "
+                             "they are, uncharged, until it is started with the token the "
+                             "service holds", extra={"error": str(stopped)})
                 return 1
             log.critical("the runner stopped; the coordinator stops (the store is left as it "
                          "is)", exc_info=stopped)

@@ -23,7 +23,7 @@ from fedhh.rpc.device_client import OVERRUN_S
 from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
-from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
+from fedhh_coordinator.aggregation import AggregatorApi, ControlTokenRefused, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
 from fedhh_coordinator.db.interface import StoreCorrupt, StoreUnavailable
 from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, AGGREGATOR_POLL_S, NetworkLink
@@ -156,6 +156,11 @@ class Runner:
                 raise  # the run is not at fault: it resumes once the store answers
             except StoreCorrupt:
                 raise  # nor here; the coordinator stops, nothing more written to the file
+            except ControlTokenRefused:
+                # Nor here: the run stays as it is, its attempt unsettled, and the coordinator
+                # stops until it holds the service's token (``ControlTokenRefused``). Before,
+                # the attempt was settled unknown, charged at n_min.
+                raise
             except RunCancelled as cancelled:
                 self.store.set_run_state(run_id, "cancelled", str(cancelled))
                 self._log_cancelled(run_id)

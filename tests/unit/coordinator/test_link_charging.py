@@ -791,21 +791,27 @@ def test_a_service_back_without_its_journal_mid_round_has_the_attempt_charged(
     assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]  # before: [(0, 2, 24)]
 
 
+def stopped_once_opened(store: Store, fleet: Fleet, combiner: FakeCombiner,
+                        **overrides: Any) -> None:
+    """A run of ``config(**overrides)`` whose coordinator dies once its first round opened at
+    ``combiner`` (one that ``stalls``), before anything is released."""
+    async def first_life() -> None:
+        await create_run(store, config(**overrides), "run")
+        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
+        await asyncio.wait_for(combiner.task_arrived.wait(), 60)  # the round opened
+        coordinator.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await coordinator
+
+    asyncio.run(first_life())
+
+
 def test_a_restart_that_finds_the_service_without_its_journal_charges_the_attempt(
         tmp_path: Path) -> None:
     store = Store(tmp_path / "coordinator.sqlite")
     fleet = Fleet(store)
     combiner = FakeCombiner(Plan(every("released")), fleet.keys, stalls=True)
-
-    async def first_life() -> None:
-        await create_run(store, config(max_attempts=1), "run")
-        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
-        await asyncio.wait_for(combiner.task_arrived.wait(), 60)  # the round opened
-        coordinator.cancel()  # the process dies before anything is released
-        with pytest.raises(asyncio.CancelledError):
-            await coordinator
-
-    asyncio.run(first_life())
+    stopped_once_opened(store, fleet, combiner, max_attempts=1)
     assert attempts(store, "run") == [(1, "open", 0)]
     successor = FakeCombiner(Plan(every("released")), fleet.keys, forgets=True)
 

@@ -179,7 +179,8 @@ def test_a_round_past_its_deadline_is_settled_within_one_patience(
 def test_a_service_that_refuses_to_say_what_became_of_a_round_has_it_settled_at_once(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Past the first attempt's deadline the service takes the cancel, then refuses
-    GetOutcome (its control token replaced mid-run): no wait changes that answer, so the
+    GetOutcome (another program took the address mid-run; a refused control token settles
+    nothing instead: test_link_settles_refusals): no wait changes that answer, so the
     attempt is settled at once as unknown, charged at n_min (nobody can rule out that its
     unmasking began), the refusal and what to do about it in its reason and in the log; the
     next attempt releases. The coordinator's patience (an hour here) is not waited out.
@@ -192,9 +193,8 @@ def test_a_service_that_refuses_to_say_what_became_of_a_round_has_it_settled_at_
     first_attempt_past_its_deadline(combiner)
     answered = combiner.outcome
     refused: list[bytes] = []
-    refusal = ("the aggregator refused GetOutcome (UNAUTHENTICATED: bad token); the "
-               "coordinator's --control-token-file must hold the token the service was started "
-               "with")
+    refusal = ("the aggregator refused GetOutcome (UNIMPLEMENTED: not served); --aggregator "
+               "must name a fedhh aggregator or combiner of this version")
 
     async def outcome(round_id: bytes) -> AggregatorOutcome:
         if first(round_id):
