@@ -59,6 +59,7 @@ from fedhh.codec.shown import (
     fitted_rows,
     isolated,
     message_text,
+    partial_bytes,
     printable,
     printable_rows,
     rjust,
@@ -1034,15 +1035,24 @@ TOP_ZERO = "(none listed at --top 0: --top N or --json lists them)"
 
 def open_note(cut: list[str]) -> str:
     """What ``⟨+N bits⟩`` before a cut item's ``…`` means, for a list that shows one
-    (`fedhh.codec.codec.open_marker`), and ``⟨+0 bits⟩`` where one shows that; else
-    nothing."""
-    if not any(OPEN_MARK in item for item in cut):
-        return ""
-    zero = ("; ⟨+0 bits⟩: it ends between two codewords where the codebook has a token that "
-            "could have run on across that point (55 after +1-5), and items so written are "
-            "not under it" if any(ZERO_MARK in item for item in cut) else "")
-    return (", ⟨+N bits⟩ before the … the bits it holds of the next character's code, "
-            f"not enough to tell which character{zero}")
+    (`fedhh.codec.codec.open_marker`), and ``⟨+0 bits⟩`` where one shows that; what the
+    ``\\xNN`` before them are where a row ends in some (``partial_bytes``: before, a row
+    ``https://a.example/\\xe2…`` was left unexplained, and its byte read as an escape of the
+    item's own); else nothing."""
+    said = []
+    inside = max(map(partial_bytes, cut), default=0)
+    if inside:
+        said.append("\\xNN before the " + ("⟨+N bits⟩ or " if any(
+            OPEN_MARK in item for item in cut) else "") + "… the first byte"
+            + ("s" if inside > 1 else "") + " of the next character as UTF-8 writes it (2 to 4 "
+            "bytes past ASCII), not enough to tell which; the row's bytes count them")
+    if any(OPEN_MARK in item for item in cut):
+        zero = ("; ⟨+0 bits⟩: it ends between two codewords where the codebook has a token "
+                "that could have run on across that point (55 after +1-5), and items so "
+                "written are not under it" if any(ZERO_MARK in item for item in cut) else "")
+        said.insert(0, "⟨+N bits⟩ before the … the bits it holds of the next character's "
+                    f"code, not enough to tell which character{zero}")
+    return "".join(f", {words}" for words in said)
 
 
 OPEN_MARK = "⟨+"  # (how fedhh.codec.codec.open_marker begins)

@@ -160,7 +160,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 __all__ = ["columns", "cut_item", "cut_text", "fitted", "fitted_row", "fitted_rows", "isolated",
-           "ljust", "message_text", "page_isolated", "printable", "printable_rows", "rjust"]
+           "ljust", "message_text", "page_isolated", "partial_bytes", "printable",
+           "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -540,9 +541,13 @@ def cut_bytes(text: str) -> int:
     holds, as ``Decoded.known_bytes`` counts them: its characters (``cut_item``) and the
     ``\\xNN`` bytes of a character it stops inside. For an output that has the row's text
     alone, a ``Results`` reply's (`fedhh up`, `fedhh admin results`)."""
-    tail = _cut_tail(text)
-    return (len(cut_item(text).encode("utf-8", "surrogatepass"))
-            + len(_BYTE_ESCAPE.findall(text, tail)))
+    return len(cut_item(text).encode("utf-8", "surrogatepass")) + partial_bytes(text)
+
+
+def partial_bytes(text: str) -> int:
+    """How many bytes of a character it stops inside a cut row shown ``text``
+    (``Decoded.shown_cut``) holds: its ``\\xNN`` escapes before its tail's ``⟨+N bits⟩…``."""
+    return len(_BYTE_ESCAPE.findall(text, _cut_tail(text)))
 
 
 def prefix_words(bits: int, known: int) -> str:
