@@ -541,13 +541,19 @@ def cut_bytes(text: str) -> int:
     holds, as ``Decoded.known_bytes`` counts them: its characters (``cut_item``) and the
     ``\\xNN`` bytes of a character it stops inside. For an output that has the row's text
     alone, a ``Results`` reply's (`fedhh up`, `fedhh admin results`)."""
-    return len(cut_item(text).encode("utf-8", "surrogatepass")) + partial_bytes(text)
+    return (len(cut_item(text).encode("utf-8", "surrogatepass"))
+            + len(_BYTE_ESCAPE.findall(text, _cut_tail(text))))
 
 
 def partial_bytes(text: str) -> int:
-    """How many bytes of a character it stops inside a cut row shown ``text``
-    (``Decoded.shown_cut``) holds: its ``\\xNN`` escapes before its tail's ``⟨+N bits⟩…``."""
-    return len(_BYTE_ESCAPE.findall(text, _cut_tail(text)))
+    """How many bytes of a character it stops inside a cut row shown ``text`` (ending in
+    ``…``: ``Decoded.shown_cut``, ``fitted``) holds: its ``\\xNN`` escapes of bytes past ASCII
+    before its tail's ``⟨+N bits⟩…``; none in a whole item's text (``abc\\x1b``, an ESC shown
+    escaped), nor for an ASCII character, which is whole in its one byte."""
+    if not text.endswith(ELLIPSIS):
+        return 0
+    return sum(int(escape[2:], 16) >= 0x80
+               for escape in _BYTE_ESCAPE.findall(text, _cut_tail(text)))
 
 
 def prefix_words(bits: int, known: int) -> str:

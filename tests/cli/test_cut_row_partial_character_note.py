@@ -22,6 +22,8 @@ BYTES = (", \\xNN before the … the first byte of the next character as UTF-8 w
     ("ab⟨+2 bits⟩…", 0, 2),
     ("a\\\\xe2…", 0, 5),  # (the item's own backslash, doubled, then "xe2": no byte)
     ("a\\\\\\xe2…", 1, 2),  # (the item's backslash, then a byte)
+    ("ab\\x1b…", 0, 3),  # (an ESC, whole in its one byte, shown escaped)
+    ("ab\\x1b", 0, 3),  # (a whole item's text: no cut row)
 ])
 def test_the_bytes_of_a_character_a_row_stops_inside(shown: str, partial: int,
                                                      whole: int) -> None:
@@ -39,4 +41,4 @@ def test_the_note_says_what_a_rows_last_bytes_are() -> None:
     assert open_note(["ab⟨+2 bits⟩…"]) == (
         ", ⟨+N bits⟩ before the … the bits it holds of the next character's code, not enough "
         "to tell which character")
-    assert open_note(["a\\\\xe2…", "ab…"]) == ""
+    assert open_note(["a\\\\xe2…", "ab…", "abc\\xe2", "ab\\x1b…"]) == ""
