@@ -201,13 +201,31 @@ class DemoPage:
         for device in devices:
             _check_device(device)
         with self._changed:
-            # A second tab of the page posts the devices it waits for as well: what the tab
-            # that runs them posted stands.
             before = {d.get("user"): d for d in self._devices}
-            self._devices = [before[d.get("user")]
-                             if d.get("state") == WAITING and d.get("user") in before
-                             else self._with_earlier(d, load) for d in devices]
+            kept: list[dict[str, Any]] = []
+            for device in devices:
+                standing = before.get(device.get("user"))
+                kept.append(standing if standing is not None and
+                            self._stands(standing, device, load)
+                            else self._with_earlier(device, load))
+            self._devices = kept
             self._changed.notify_all()
+
+    def _stands(self, standing: dict[str, Any], device: dict[str, Any], load: str | None
+                ) -> bool:
+        """Whether what was posted of a device (``standing``) stands against ``device``, posted
+        by ``load``: a second tab of the page posts the devices it waits for as well, and the
+        page in another browser profile (or browser) posts them unenrolled (it holds no
+        identity, and their tokens are spent) or failed. Before, such a post replaced the
+        running devices, and the running load's next post, taken for a new load, listed every
+        round it had reported twice. A reload is the same device once it has enrolled from its
+        storage: its posts with the device's id count."""
+        if device.get("state") == WAITING:
+            return True
+        ours = standing.get("deviceId")
+        last = self._loads.get(device.get("user"))
+        return bool(ours) and device.get("deviceId") != ours and load is not None and \
+            last not in (None, "", load)
 
     def _with_earlier(self, device: dict[str, Any], load: str | None) -> dict[str, Any]:
         """``device`` with the tasks its earlier loads of the page reported before its own. A

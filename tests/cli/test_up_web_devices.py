@@ -197,6 +197,42 @@ def test_the_terminal_keeps_the_rounds_a_device_reported_before_the_page_was_rel
         "demo round 1.1", "demo round 2.1", "demo round 3.1"]
 
 
+def test_a_page_in_another_browser_profile_does_not_replace_the_running_devices(
+        page: DemoPage) -> None:
+    """The page opened in a second browser profile (or browser) while the first runs its
+    devices: the second holds no identity, its enrolments are refused (the tokens are spent)
+    and it posts its devices as failed, unenrolled. What the running load posted stands, and
+    its rounds are counted once. Before, the second profile's post replaced the running
+    devices (`wait_enrolled` and the summary read them as failed) and, the running load's next
+    post taken for a new load, every round it had reported was listed twice."""
+    def task(name: str, outcome: str = "completed") -> dict[str, Any]:
+        return {"task": name, "outcome": outcome, "contributed": True, "detail": ""}
+
+    def post(load: str, device: dict[str, Any]) -> None:
+        assert request(page, "POST", "/status", json.dumps(
+            {"load": load, "devices": [{"user": 8, "spent": 1.5, **device}]}).encode())[0] == 204
+
+    running = {"deviceId": "3", "state": "in a round", "task": "demo round 2.1",
+               "stage": "unmask", "sent": True}
+    post("first", {**running, "tasks": [task("demo round 1.1")]})
+    post("other-profile", {"deviceId": "", "state": "enrolling", "tasks": []})
+    post("other-profile", {"deviceId": "", "state": "failed", "tasks": [],
+                           "error": "ConnectError: unknown or already used enrollment token"})
+    assert page.devices()[0]["deviceId"] == "3" and not page.devices()[0].get("error")
+    assert page.wait_enrolled(1, 0) == 1
+    post("first", {**running, "state": "checking in",
+                   "tasks": [task("demo round 1.1"), task("demo round 2.1")]})
+    assert summary(page.devices()) == [
+        "user 8 (device 3, local eps spent 1.500): demo round 1.1: contributed, demo round "
+        "2.1: contributed"]
+    # A reload in the first profile is the same device: its rounds start afresh after the
+    # earlier load's, as before.
+    post("reload", {"deviceId": "", "state": "enrolling", "tasks": []})
+    post("reload", {"deviceId": "3", "state": "checking in", "tasks": [task("demo round 3.1")]})
+    assert [t["task"] for t in page.devices()[0]["tasks"]] == [
+        "demo round 1.1", "demo round 2.1", "demo round 3.1"]
+
+
 def test_the_rounds_kept_from_earlier_loads_are_capped(page: DemoPage) -> None:
     """A poster that is not the page cannot grow them without bound: each device keeps the
     newest within EARLIER_TASK_BYTES of JSON."""
