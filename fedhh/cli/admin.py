@@ -104,6 +104,11 @@ def register(subparsers: Any) -> None:
                       help=f"tokens expire after this long, a second ({MIN_TTL_S / 3600:.6g}) "
                            f"to {MAX_TTL_HOURS:,} (a year) (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
+    mint.add_argument("--request-id", default="", metavar="ID",
+                      help="this mint's id (default: a random one, drawn here and printed if "
+                           "the mint is not answered); the same command with the same id "
+                           "takes out the unused tokens its unanswered calls stored, and "
+                           "mints anew")
     mint.add_argument("--out", required=True, metavar="PATH",
                       help="write the tokens here, one per line (mode 0600); not an existing "
                            "file, unless --force")
@@ -400,9 +405,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{said}: note: {few}", file=sys.stderr)
         elif args.action == "mint-tokens":
             from fedhh.errors import StateError
-            from fedhh.rpc.admin_client import PartlyMinted
+            from fedhh.rpc.admin_client import PartlyMinted, new_mint_id
 
             users = range(args.count) if args.users is None else args.users
+            mint_id = args.request_id or new_mint_id()
 
             def write(tokens: list[str]) -> str | None:
                 """None when the minted ``tokens`` are written to --out; when it cannot be
@@ -425,7 +431,16 @@ def run(args: argparse.Namespace) -> int:
                 return None
 
             try:
-                tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
+                tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label,
+                                            mint_id)
+            except grpc.RpcError as error:
+                if error.code() in serving.COMMAND_RETRIED and not never_sent(error):
+                    again = "the same command" + (
+                        "" if args.request_id else f" with --request-id {mint_id}")
+                    print(f"{said}: note: mint {mint_id} was not answered: tokens it stored, "
+                          f"if any, count as unused though nobody has them; {again} takes "
+                          "them out and mints anew", file=sys.stderr)
+                raise
             except PartlyMinted as partly:
                 # Those minted are valid at the coordinator: kept, not lost with the error
                 where = write(partly.tokens) or f"those are written to {args.out}"

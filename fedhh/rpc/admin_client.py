@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import grpc
 
 from fedhh.backoff import Backoff
-from fedhh.errors import StateError
+from fedhh.errors import ConfigError, StateError
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.v1 import coordinator_pb2 as pb
@@ -39,6 +40,18 @@ class PartlyMinted(StateError):
         super().__init__(f"{len(tokens):,} of {count:,} tokens were minted before a call failed "
                          f"({why})")
         self.tokens, self.count = tokens, count
+
+
+# A mint's id as the caller gives it (``mint_tokens``): each of its calls is ``ID-N``, within
+# the coordinator's 64 characters of the same alphabet for a request id.
+MINT_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
+MINT_ID_RULE = "1 to 48 characters of A-Z, a-z, 0-9, _ and -"
+
+
+def new_mint_id() -> str:
+    """A mint's id drawn by the caller, as ``new_run_id`` draws a run's: known before the
+    calls, so that a mint whose answer never came can be made again under it."""
+    return secrets.token_hex(12)
 
 
 def new_run_id() -> str:
@@ -93,15 +106,22 @@ class AdminClient:
         return self.stub.GetEnrollment(pb.GetEnrollmentRequest(), metadata=self.metadata,
                                        timeout=30)
 
-    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
+    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "",
+                    mint_id: str = "") -> list[str]:
         """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used), in
         calls of at most ``MINT_PER_CALL``, each made again up to ``MINT_TRIES`` times while
-        unanswered; PartlyMinted, holding those minted, when a call after the first fails."""
+        unanswered; PartlyMinted, holding those minted, when a call after the first fails.
+        ``mint_id`` (``new_mint_id()`` when ""): each call's request id is ``MINT_ID-N``, N its
+        first token's index, so the same mint made again with it (the same count, ttl_s and
+        label) takes out the unused tokens its unanswered calls stored."""
+        if mint_id and not MINT_ID.fullmatch(mint_id):
+            raise ConfigError(f"a mint's id is {MINT_ID_RULE}, got {mint_id!r:.60}")
+        mint_id = mint_id or new_mint_id()
         tokens: list[str] = []
         while len(tokens) < count:
             asked = min(count - len(tokens), MINT_PER_CALL)
             request = pb.MintEnrollmentTokensRequest(count=asked, ttl_s=ttl_s, label=label,
-                                                     request_id=secrets.token_hex(16))
+                                                     request_id=f"{mint_id}-{len(tokens)}")
             try:
                 got = self._mint_call(request)
             except grpc.RpcError as error:
