@@ -12,8 +12,18 @@ from pathlib import Path
 import pytest
 from _data_helpers import import_refused
 
-from fedhh.data.dataset import load_dataset
+from fedhh.data.dataset import FederatedDataset, load_dataset
 from fedhh.data.text import import_text
+
+
+def _read_as_lines(dataset: FederatedDataset, text: str) -> None:
+    """Each line of ``text`` is one user of ``dataset``, holding its words."""
+    lines = text.split("\n")[:-1]
+    assert dataset.num_users == len(lines)
+    for user, line in enumerate(lines):
+        items, counts = dataset.user_items(user)
+        assert Counter({dataset.vocabulary[i]: c for i, c in zip(
+            items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
 
 
 @pytest.mark.parametrize(("text", "shown"), [
@@ -62,12 +72,7 @@ def test_a_users_one_item_that_reads_as_a_header_is_read_as_items(tmp_path: Path
     source = tmp_path / "users.txt"
     source.write_text(text, encoding="utf-8")
     dataset = load_dataset(import_text(source, tmp_path / "ds"))
-    lines = text.split("\n")[:-1]
-    assert dataset.num_users == len(lines)
-    for user, line in enumerate(lines):
-        items, counts = dataset.user_items(user)
-        assert Counter({dataset.vocabulary[i]: c for i, c in zip(
-            items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
+    _read_as_lines(dataset, text)
 
 
 @pytest.mark.parametrize(("text", "shown", "row", "more"), [
@@ -114,12 +119,7 @@ def test_spaced_names_read_as_items_are_said_with_how_to_skip_them(
         "every line is one user); if the file is a table of user ids and items, write each "
         "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, 'JSON lines')"]
     assert dataset.stats["import_warnings"] == said
-    lines = text.split("\n")[:-1]
-    assert dataset.num_users == len(lines)
-    for user, line in enumerate(lines):
-        items, counts = dataset.user_items(user)
-        assert Counter({dataset.vocabulary[i]: c for i, c in zip(
-            items.tolist(), counts.tolist(), strict=True)}) == Counter(line.split())
+    _read_as_lines(dataset, text)
 
 
 @pytest.mark.parametrize("first", ["the cat", "cat dog", "user", "user,item", "user item 1,000",
