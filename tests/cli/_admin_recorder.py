@@ -20,7 +20,8 @@ class Recorder:
     def __exit__(self, *_: object) -> None:
         return None
 
-    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
+    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "",
+                    mint_id: str = "") -> list[str]:
         Recorder.calls.append(("mint", count))
         return [f"{i:064x}" for i in range(count)]
 

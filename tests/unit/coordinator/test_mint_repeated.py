@@ -174,4 +174,4 @@ def test_the_admin_client_makes_an_unanswered_mint_again_as_it_was(
         assert client.mint_tokens(3) == ["ab" * 32] * 3
     finally:
         client.close()
-    assert len(asked) == 2 and asked[0] == asked[1] and len(asked[0].request_id) == 32
+    assert len(asked) == 2 and asked[0] == asked[1] and asked[0].request_id.endswith("-0")
