@@ -38,7 +38,7 @@ import numpy as np
 from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
-from fedhh.rpc.control_client import passing, patiently, persevere
+from fedhh.rpc.control_client import OutcomeView, passing, patiently, persevere
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh_aggregator.rounds import RoundState, check_tombstone_ttl, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
@@ -578,19 +578,26 @@ class CombinedRound:
     async def live_outcomes(self) -> list[RoundOutcome | None]:
         """Each running shard's outcome from its worker now (None: unreachable, or not
         running); finished shards are None (the combiner knows them)."""
-        async def ask(shard: Shard) -> RoundOutcome | None:
-            if shard.state != RoundState.RUNNING:
-                return None
-            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
-                outcome = await self.pool[shard.worker].control.outcome(shard.round_id)
-                if outcome.reached_unmask:
-                    shard.reached_unmask = True
-                return outcome
-            return None
-
-        outcomes = await asyncio.gather(*(ask(s) for s in self.shards))
+        outcomes = await asyncio.gather(*(self.live_outcome(s) for s in self.shards))
         self.observe_unmask()
         return list(outcomes)
+
+    async def live_outcome(self, shard: Shard, seen: OutcomeView | None = None,
+                           wait_s: float = 0.0) -> RoundOutcome | None:
+        """A running shard's outcome from its worker (None: unreachable, or not running); with
+        ``seen``, once its worker's view of it is no longer ``seen``, or after ``wait_s``
+        (its worker's long-poll: ``AggregatorControl.outcome``)."""
+        if shard.state != RoundState.RUNNING:
+            return None
+        control = self.pool[shard.worker].control
+        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+            outcome = await (control.outcome(shard.round_id) if seen is None else
+                             control.outcome(shard.round_id, seen, wait_s))
+            if outcome.reached_unmask:
+                shard.reached_unmask = True
+                self.observe_unmask()
+            return outcome
+        return None
 
 
 def _loop_time(wall: float) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 
 from fedhh.rpc.aggregator_wire import CHUNK_BYTES, evidence_parts, stage_to_pb
+from fedhh.rpc.control_client import outcome_view_from_pb
 from fedhh.rpc.errors import status_errors
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
@@ -66,8 +67,14 @@ class ControlCalls:
     async def GetOutcome(self, request: pb.GetOutcomeRequest,
                          context: grpc.aio.ServicerContext) -> pb.GetOutcomeResponse:
         self._auth.check(context)
-        outcome = await self._control.outcome(check_round_id(request.round_id))
-        return outcome_to_pb(outcome, self._control.durable)
+        round_id = check_round_id(request.round_id)
+        if not request.HasField("seen"):
+            return outcome_to_pb(await self._control.outcome(round_id), self._control.durable)
+        outcome = await self._control.watch(round_id, outcome_view_from_pb(request.seen),
+                                            request.wait_ms / 1000)
+        response = outcome_to_pb(outcome, self._control.durable)
+        response.watched = True
+        return response
 
 
 async def write_result(context: grpc.aio.ServicerContext, report: ResultReport) -> None:

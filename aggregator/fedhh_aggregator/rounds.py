@@ -409,16 +409,21 @@ class Round:
                 return AwaitOutcome(AwaitStatus.CLOSED)
             if until is not None and until <= loop.time():
                 return AwaitOutcome(AwaitStatus.PENDING)
-            waiter = loop.create_future()
-            self._waiters[waiter] = None
-            # (untimed, the waiter is resolved by the next change of stage or state: _notify)
-            timer = None if until is None else loop.call_at(until, _wake, waiter)
-            try:
-                await waiter
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                self._waiters.pop(waiter, None)
+            await self.next_change(until)
+
+    async def next_change(self, until: float | None) -> None:
+        """Return at the round's next change of stage or state (``_notify``), or once the
+        loop's clock reaches ``until`` (None: no bound)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiters[waiter] = None
+        timer = None if until is None else loop.call_at(until, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._waiters.pop(waiter, None)
 
     def upload_precheck(self, device_id: int) -> None:
         """What the state machine would say about ``device_id``'s masked input, said before a

@@ -41,6 +41,7 @@ from fedhh.rpc.control_client import (
     AggregatorBusy,
     AggregatorError,
     ControlClient,
+    OutcomeView,
     RoundOutcome,
     domain_error,
     open_channel,
@@ -124,10 +125,12 @@ class AggregatorControl(ControlClient):
             _read_result, on_release=on_release, round_id=round_id, dimension=dimension),
             hold)
 
-    async def outcome(self, round_id: bytes) -> RoundOutcome:
+    async def outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                      wait_s: float = 0.0) -> RoundOutcome:
         """What became of the round (GetOutcome): also after its outcome was delivered and,
-        with a journaling aggregator, after the aggregator restarted."""
-        return outcome_from_pb(await self._outcome(round_id))
+        with a journaling aggregator, after the aggregator restarted. With ``seen``: once the
+        running round's view differs from it, or after ``wait_s`` (a watch's long-poll)."""
+        return outcome_from_pb(await self._outcome(round_id, seen, wait_s))
 
 
 async def _read_result(call: Any, on_release: ReleaseHook | None = None, *,

@@ -32,6 +32,7 @@ from fedhh.rpc.aggregator_client import checked_stream
 from fedhh.rpc.control_client import (
     CALL_TIMEOUT_S,
     ControlClient,
+    OutcomeView,
     RoundOutcome,
     outcome_from_pb,
     outcome_state,
@@ -116,8 +117,10 @@ class CombinerControl(ControlClient):
             _read_combined, on_release=on_release, round_id=round_id, dimension=dimension),
             hold)
 
-    async def outcome(self, round_id: bytes) -> CombinedOutcome:
-        r = await self._outcome(round_id)
+    async def outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                      wait_s: float = 0.0) -> CombinedOutcome:
+        """As ``AggregatorControl.outcome``, with each shard's outcome."""
+        r = await self._outcome(round_id, seen, wait_s)
         shards = tuple(ShardState(bytes(s.round_id), int(s.worker), outcome_state(s.state),
                                   s.reached_unmask, s.abort_reason, int(s.num_contributors))
                        for s in r.shards)

@@ -30,7 +30,7 @@ from fedhh.errors import (
     RoundAborted,
     StateError,
 )
-from fedhh.rpc.aggregator_wire import stage_from_pb
+from fedhh.rpc.aggregator_wire import stage_from_pb, stage_to_pb
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.serving import open_channel
 from fedhh.secagg import ReleaseEvidence, Stage
@@ -45,6 +45,7 @@ __all__ = [
     "AggregatorBusy",
     "AggregatorError",
     "ControlClient",
+    "OutcomeView",
     "ReportedAbort",
     "ResultBuffer",
     "RoundOutcome",
@@ -53,6 +54,7 @@ __all__ = [
     "open_channel",
     "outcome_from_pb",
     "outcome_state",
+    "outcome_view_from_pb",
     "passing",
     "patiently",
     "persevere",
@@ -90,6 +92,45 @@ class RoundOutcome:
     durable: bool = False
     stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
     declined: int | None = None  # members that gave up their seats; None: not said
+    watched: bool = False  # the service honoured the ask's ``seen`` (``OutcomeView``)
+
+
+@dataclass(frozen=True)
+class OutcomeView:
+    """What a stage watch follows of a round (GetOutcomeRequest's ``seen``): its state, open
+    stage and per-stage counts. A watch asks the service to answer once the round's view is
+    no longer the one it last saw, instead of asking every second: each ask was a TLS call
+    of about 1 ms of CPU a side, at the coordinator, the combiner and every worker, for every
+    second of every round."""
+
+    state: str
+    stage: Stage | None = None
+    stage_devices: tuple[tuple[Stage, int], ...] = ()
+
+    @classmethod
+    def of(cls, outcome: RoundOutcome | Any) -> OutcomeView:
+        """The view of an outcome (a client's ``RoundOutcome``, a service's record)."""
+        return cls(str(outcome.state), outcome.stage, tuple(outcome.stage_devices))
+
+    def moved(self, outcome: RoundOutcome | Any) -> bool:
+        """Whether ``outcome``'s state or stage is not this view's (its counts aside)."""
+        return str(outcome.state) != self.state or outcome.stage != self.stage
+
+    def to_pb(self) -> pb.OutcomeSeen:
+        seen = pb.OutcomeSeen(state=pb.OutcomeState.Value(f"OUTCOME_STATE_{self.state.upper()}"),
+                              stage_devices=[pb.StageCount(stage=stage_to_pb(stage), devices=n)
+                                             for stage, n in self.stage_devices])
+        if self.stage is not None:
+            seen.stage = stage_to_pb(self.stage)
+        return seen
+
+
+def outcome_view_from_pb(seen: pb.OutcomeSeen) -> OutcomeView:
+    """A request's ``seen``; a state this version does not know reads as no state at all,
+    which no outcome has (the answer comes at once)."""
+    state = pb.OutcomeState.Name(seen.state) if seen.state in pb.OutcomeState.values() else ""
+    return OutcomeView(state.removeprefix("OUTCOME_STATE_").lower(), stage_from_pb(seen.stage),
+                       tuple(sorted(stage_counts(seen.stage_devices))))
 
 
 class AggregatorError(FedhhError):
@@ -197,7 +238,8 @@ def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
                         int(response.num_contributors), response.durable,
                         stage_counts(response.stage_devices),
                         # (an aggregator before the field leaves it unset: not "none declined")
-                        int(response.declined) if response.HasField("declined") else None)
+                        int(response.declined) if response.HasField("declined") else None,
+                        response.watched)
 
 
 class ReportedAbort(RoundAborted):
@@ -334,9 +376,11 @@ class ControlClient:
         self._metadata = bearer_metadata(token)
         self._call_timeout = call_timeout
 
-    async def _unary(self, method: Any, request: Any) -> Any:
+    async def _unary(self, method: Any, request: Any, wait_s: float = 0.0) -> Any:
+        """``method(request)``, given ``wait_s`` (a long-poll's wait) past the call's time."""
         try:
-            return await method(request, metadata=self._metadata, timeout=self._call_timeout)
+            return await method(request, metadata=self._metadata,
+                                timeout=self._call_timeout + wait_s)
         except grpc.aio.AioRpcError as error:
             raise domain_error(error) from error
 
@@ -380,8 +424,16 @@ class ControlClient:
             if loop.time() >= until:
                 raise TimeoutError(f"round {round_id!r} still running after {timeout} s")
 
-    async def _outcome(self, round_id: bytes) -> pb.GetOutcomeResponse:
-        return await self._unary(self._stub.GetOutcome, pb.GetOutcomeRequest(round_id=round_id))
+    async def _outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                       wait_s: float = 0.0) -> pb.GetOutcomeResponse:
+        """GetOutcome; with ``seen``, a long-poll of up to ``wait_s`` for a change of it
+        (GetOutcomeRequest's ``seen``)."""
+        request = pb.GetOutcomeRequest(round_id=round_id)
+        if seen is None:
+            return await self._unary(self._stub.GetOutcome, request)
+        request.seen.CopyFrom(seen.to_pb())
+        request.wait_ms = max(0, int(wait_s * 1000))
+        return await self._unary(self._stub.GetOutcome, request, wait_s)
 
     async def cancel(self, round_id: bytes, *, delivered: bool = False) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's

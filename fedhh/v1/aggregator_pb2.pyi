@@ -496,13 +496,27 @@ class ResultChunk(_message.Message):
     def __init__(self, header: _Optional[_Union[ResultHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., evidence: _Optional[_Union[ReleaseEvidencePart, _Mapping]] = ...) -> None: ...
 
 class GetOutcomeRequest(_message.Message):
-    __slots__ = ("round_id",)
+    __slots__ = ("round_id", "seen", "wait_ms")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SEEN_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     round_id: bytes
-    def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
+    seen: OutcomeSeen
+    wait_ms: int
+    def __init__(self, round_id: _Optional[bytes] = ..., seen: _Optional[_Union[OutcomeSeen, _Mapping]] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class OutcomeSeen(_message.Message):
+    __slots__ = ("state", "stage", "stage_devices")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    state: OutcomeState
+    stage: SecAggStage
+    stage_devices: _containers.RepeatedCompositeFieldContainer[StageCount]
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ...) -> None: ...
 
 class GetOutcomeResponse(_message.Message):
-    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices", "shards", "declined")
+    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices", "shards", "declined", "watched")
     STATE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -515,6 +529,7 @@ class GetOutcomeResponse(_message.Message):
     STAGE_DEVICES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     DECLINED_FIELD_NUMBER: _ClassVar[int]
+    WATCHED_FIELD_NUMBER: _ClassVar[int]
     state: OutcomeState
     session_id: bytes
     stage: SecAggStage
@@ -527,7 +542,8 @@ class GetOutcomeResponse(_message.Message):
     stage_devices: _containers.RepeatedCompositeFieldContainer[StageCount]
     shards: _containers.RepeatedCompositeFieldContainer[ShardOutcome]
     declined: int
-    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardOutcome, _Mapping]]] = ..., declined: _Optional[int] = ...) -> None: ...
+    watched: bool
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardOutcome, _Mapping]]] = ..., declined: _Optional[int] = ..., watched: _Optional[bool] = ...) -> None: ...
 
 class ShardOutcome(_message.Message):
     __slots__ = ("round_id", "worker", "state", "stage", "reached_unmask", "abort_reason", "num_contributors", "declined")

@@ -39,6 +39,7 @@ class AggregatorOutcome:
     stage: str = ""  # the protocol stage of a running round
     stage_devices: dict[str, int] = field(default_factory=dict)  # accepted per closed stage
     declined: int | None = None  # members that gave up their seats; None: the service not said
+    watched: bool = False  # answered as a long-poll (``RoundService.watch``)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,13 @@ class RoundService(Protocol[ReleaseT]):
         ...
 
     async def outcome(self, round_id: bytes) -> AggregatorOutcome: ...
+
+    async def watch(self, round_id: bytes, seen: AggregatorOutcome | None, wait_s: float
+                    ) -> AggregatorOutcome:
+        """``outcome``, once the running round no longer shows ``seen``'s stage and counts,
+        or after ``wait_s``; ``watched`` unset: the service answered at once (a version
+        before the long-poll)."""
+        ...
 
     async def cancel(self, round_id: bytes) -> None: ...
 

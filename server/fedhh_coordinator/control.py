@@ -21,12 +21,14 @@ from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open
 from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.control_client import (
     AggregatorBusy,
+    OutcomeView,
     RoundOutcome,
     passing,
     patiently,
     status_code,
 )
 from fedhh.rpc.tls import TlsFiles
+from fedhh.secagg import Stage
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
@@ -157,9 +159,25 @@ class _ServiceControl(ABC):
         await asyncio.gather(*pending, return_exceptions=True)
 
     @abstractmethod
-    async def _round_outcome(self, round_id: bytes) -> RoundOutcome: ...
+    async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                             wait_s: float = 0.0) -> RoundOutcome: ...
 
-    async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+    async def watch(self, round_id: bytes, seen: AggregatorOutcome | None, wait_s: float
+                    ) -> AggregatorOutcome:
+        """The service's word once the running round no longer shows ``seen``'s stage and
+        counts, or after ``wait_s`` (a long-poll: GetOutcomeRequest's ``seen``); ``seen``
+        None, or not running: at once. ``watched`` unset in the answer: the service answered
+        at once (a version before the long-poll), and the caller paces its asks. Raises as
+        :meth:`outcome`."""
+        view = None
+        if seen is not None and seen.state == "running":
+            view = OutcomeView("running", Stage[seen.stage] if seen.stage else None,
+                               tuple(sorted((Stage[name], n)
+                                            for name, n in seen.stage_devices.items())))
+        return await self.outcome(round_id, view, wait_s)
+
+    async def outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                      wait_s: float = 0.0) -> AggregatorOutcome:
         """The service's word on the round. AggregatorUnavailable for a failure a later try
         may not meet (``passing``: the link asks again after it alone); AggregatorRefused,
         worded for the operator, for any other (a refusal, a call the service does not serve,
@@ -170,7 +188,7 @@ class _ServiceControl(ABC):
         FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND) failed the run with the attempt
         left open, uncharged."""
         try:
-            answer = await self._round_outcome(round_id)
+            answer = await self._round_outcome(round_id, seen, wait_s)
         except (grpc.aio.AioRpcError, FedhhError) as error:
             raise self._failed(error, "GetOutcome") from None
         if answer.state == "unknown":
@@ -184,7 +202,7 @@ class _ServiceControl(ABC):
                                  answer.num_contributors or None, answer.abort_reason,
                                  answer.stage.name if answer.stage is not None else "",
                                  {stage.name: n for stage, n in answer.stage_devices},
-                                 answer.declined)
+                                 answer.declined, answer.watched)
 
     async def cancel(self, round_id: bytes) -> None:
         """Cancel a round (past its deadline). AggregatorUnavailable only for a failure a
@@ -250,8 +268,9 @@ class _SingleControl(_ServiceControl):
         except grpc.aio.AioRpcError as error:
             raise AggregatorUnavailable(f"aggregator unreachable ({error.code().name})") from None
 
-    async def _round_outcome(self, round_id: bytes) -> RoundOutcome:
-        return await self.client.outcome(round_id)
+    async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                             wait_s: float = 0.0) -> RoundOutcome:
+        return await self.client.outcome(round_id, seen, wait_s)
 
 
 class _CombinerControl(_ServiceControl):
@@ -266,8 +285,9 @@ class _CombinerControl(_ServiceControl):
         except grpc.aio.AioRpcError as error:
             raise AggregatorUnavailable(f"combiner unreachable ({error.code().name})") from None
 
-    async def _round_outcome(self, round_id: bytes) -> RoundOutcome:
-        return (await self.client.outcome(round_id)).outcome
+    async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
+                             wait_s: float = 0.0) -> RoundOutcome:
+        return (await self.client.outcome(round_id, seen, wait_s)).outcome
 
 
 class GrpcAggregator:

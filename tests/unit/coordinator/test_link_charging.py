@@ -280,6 +280,10 @@ class _Face:
     async def outcome(self, round_id: bytes) -> AggregatorOutcome:
         return await self.fake.outcome(round_id)
 
+    async def watch(self, round_id: bytes, seen: AggregatorOutcome | None, wait_s: float
+                    ) -> AggregatorOutcome:
+        return await self.fake.outcome(round_id)  # (at once, as a service before the long-poll)
+
     async def cancel(self, round_id: bytes) -> None:
         await self.fake.cancel(round_id)
 
