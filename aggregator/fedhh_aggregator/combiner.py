@@ -40,7 +40,7 @@ from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard, drop
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
-from fedhh_aggregator.registry import RESTARTED
+from fedhh_aggregator.registry import recorded_outcome
 from fedhh_aggregator.rounds import RoundState, check_round_id, round_label
 from fedhh_aggregator.workers import WorkerPool
 
@@ -397,16 +397,8 @@ def _shards_of(record: RoundRecord, pool: WorkerPool) -> tuple[list[Shard], dict
 
 
 def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
-    if record.state == RoundState.RELEASED.value:
-        why = "delivered" if record.delivered else "dropped unfetched" if record.dropped else \
-            "its total was lost in a combiner restart"
-        outcome = RecordedOutcome(OutcomeState.RELEASED, record.session_id, None, True, "",
-                          record.delivered, False, record.contributors)
-    else:
-        why = "lost in a combiner restart" if record.reason == RESTARTED else "aborted"
-        outcome = RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
-                                  record.unmask_started, record.reason)
     # The shards keep state RUNNING: the combiner no longer knows their outcomes, which are
     # their workers' to tell (GetOutcome asks them).
+    outcome, why = recorded_outcome(record, CombinerRegistry.sum_name, "a combiner restart")
     return _Tombstone(outcome, why, record.finished_at, tuple(shards))
 

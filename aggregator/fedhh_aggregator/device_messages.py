@@ -36,6 +36,11 @@ _SHARE_ENTRIES = (("shares", "b_shares", "s_shares"), ("dsts", "b_owners", "s_ow
 _FORMS: dict[Any, tuple[tuple[str, ...], ...]] = {}
 
 
+def malformed(detail: str) -> ProtocolViolation:
+    """The refusal of a device's message that breaks the wire contract (MALFORMED)."""
+    return ProtocolViolation(Violation.MALFORMED, detail)
+
+
 def check_share_count(round_: Round, message: Message) -> None:
     """Refuse (ProtocolViolation MALFORMED) a shares or unmask-shares message with more
     entries than a device has roster neighbours: k, an arc of k + 1 ring positions of H(k, n)
@@ -59,8 +64,8 @@ def check_share_count(round_: Round, message: Message) -> None:
             count = entries
     k = round_.config.k
     if count > k:
-        raise ProtocolViolation(Violation.MALFORMED, f"{count} share entries; a device's "
-                                f"shares name its roster neighbours, at most k = {k}")
+        raise malformed(f"{count} share entries; a device's shares name its roster "
+                        f"neighbours, at most k = {k}")
 
 
 def declared_upload(round_: Round, total_bytes: int, vector_sha256: bytes) -> bytes:

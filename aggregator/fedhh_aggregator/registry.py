@@ -38,23 +38,25 @@ from fedhh_aggregator.rounds import (
     round_label,
 )
 
-__all__ = ["RESTARTED", "RoundRegistry"]
+__all__ = ["RESTARTED", "RoundRegistry", "recorded_outcome"]
 
 log = logging.getLogger(__name__)
 RESTARTED = "aggregator_restarted"  # abort reason of a round lost in a restart
 
 
-def _tombstone_of(record: RoundRecord) -> Tombstone:
-    """The tombstone of a journaled round that has an outcome."""
+def recorded_outcome(record: RoundRecord, sum_name: str, restart: str
+                     ) -> tuple[RecordedOutcome, str]:
+    """A journaled round's outcome, once it has one, and why its tombstone stands (an
+    aggregator's and a combiner's alike: ``sum_name`` what a released round holds, ``restart``
+    the restart that loses it)."""
     if record.state == RoundState.RELEASED.value:
-        why = "delivered" if record.delivered else "its sum was lost in an aggregator restart"
-        return Tombstone(RecordedOutcome(
-            OutcomeState.RELEASED, record.session_id, None, True, "", record.delivered, False,
-            record.contributors), why, record.finished_at)
-    why = "lost in an aggregator restart" if record.reason == RESTARTED else "aborted"
-    return Tombstone(RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
-                                     record.unmask_started, record.reason),
-                     why, record.finished_at)
+        why = "delivered" if record.delivered else "dropped unfetched" if record.dropped else \
+            f"its {sum_name} was lost in {restart}"
+        return RecordedOutcome(OutcomeState.RELEASED, record.session_id, None, True, "",
+                               record.delivered, False, record.contributors), why
+    why = f"lost in {restart}" if record.reason == RESTARTED else "aborted"
+    return RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
+                           record.unmask_started, record.reason), why
 
 
 class RoundRegistry(RoundBook[Round, Tombstone]):
@@ -86,7 +88,8 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
                 log.warning("round lost in a restart", extra={
                     "round_id": round_label(record.round_id),
                     "reached_unmask": record.unmask_started})
-            self._bury(record.round_id, _tombstone_of(record), prune=False)
+            self._bury(record.round_id, Tombstone(*recorded_outcome(
+                record, self.sum_name, "an aggregator restart"), record.finished_at), prune=False)
         self._tombstones.prune()
         self.journal.rewrite()  # only what is kept, without an interrupted last line
         log.info("outcome journal loaded", extra={"path": str(self.journal.path),

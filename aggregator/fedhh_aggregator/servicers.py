@@ -48,6 +48,7 @@ from fedhh_aggregator.device_messages import (
     await_response,
     check_share_count,
     declared_upload,
+    malformed,
 )
 from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
@@ -61,10 +62,6 @@ MAX_HEADER_BYTES = 8 * 1024
 _M = TypeVar("_M")
 # The device calls whose body comes whole, in one message with the credentials.
 _SignedBody = pb.SubmitSharesRequest | pb.SubmitConsistencyRequest | pb.SubmitUnmaskRequest
-
-
-def _malformed(detail: str) -> ProtocolViolation:
-    return ProtocolViolation(Violation.MALFORMED, detail)
 
 
 class DeviceServicer(pb_grpc.SecureAggregationServicer):
@@ -82,7 +79,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                             context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         round_ = self._round(request.session_id, "AdvertiseKeys", request.ByteSize())
         if not request.HasField("keys"):
-            raise _malformed("AdvertiseKeys needs the keys")
+            raise malformed("AdvertiseKeys needs the keys")
         message = keys_from_pb(round_.session_id, request.keys)
         admission = message.admission
         # The library then checks that the admission's keys are the advertised ones.
@@ -109,7 +106,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         round_ = self._round(request.session_id, "AwaitStage", request.ByteSize())
         stage = stage_from_pb(request.stage)
         if stage is None:
-            raise _malformed(f"unknown stage {request.stage}")
+            raise malformed(f"unknown stage {request.stage}")
         device_id = authenticate_device(round_, request.credentials, CallKind.AWAIT,
                                         await_digest(stage))
         return await_response(round_, await round_.await_request(
@@ -136,7 +133,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise UploadTimeout("no upload header within "
                                 f"{self._registry.limits.upload_idle_s:g} s") from None
         if first is None or first.WhichOneof("part") != "header":
-            raise _malformed("a masked input starts with its header")
+            raise malformed("a masked input starts with its header")
         limits = self._registry.limits
         return await self._masked_input(
             first.header, first.ByteSize(),
@@ -146,7 +143,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     async def SubmitMaskedVector(self, request: pb.MaskedVector,
                                  context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         if not request.HasField("header"):
-            raise _malformed("a masked vector needs its header")
+            raise malformed("a masked vector needs its header")
 
         async def receive(expected: int) -> tuple[bytes, bytes]:
             data = request.data
@@ -332,7 +329,7 @@ async def _receive(chunks: AsyncIterator[pb.MaskedInputChunk], expected: int, li
         if chunk is None:
             break
         if chunk.WhichOneof("part") != "data":
-            raise _malformed("only data chunks may follow the header")
+            raise malformed("only data chunks may follow the header")
         data = chunk.data
         if not 0 < len(data) <= CHUNK_BYTES:
             raise ProtocolViolation(Violation.WRONG_LENGTH,

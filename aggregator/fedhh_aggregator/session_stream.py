@@ -79,6 +79,7 @@ from fedhh_aggregator.device_messages import (
     await_response,
     check_share_count,
     declared_upload,
+    malformed,
 )
 from fedhh_aggregator.errors import OpenTimeout, SessionsBusy, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
@@ -96,10 +97,6 @@ def parse_message(data: bytes) -> pb.SessionMessage:
     more only to be counted."""
     _BYTES_RECEIVED.inc(len(data))
     return pb.SessionMessage.FromString(data)
-
-
-def _malformed(detail: str) -> ProtocolViolation:
-    return ProtocolViolation(Violation.MALFORMED, detail)
 
 
 # What a read or write raises once the stream's call has ended under its handler: its client
@@ -218,7 +215,7 @@ def _authenticate(registry: RoundRegistry, context: grpc.aio.ServicerContext, re
     signed by an admitted device over this stream's challenge, and the open's admission when
     it is the device's stage 0 message too (``SessionOpen.advertise``)."""
     if first.WhichOneof("part") != "open":
-        raise _malformed("a session stream starts with open")
+        raise malformed("a session stream starts with open")
     opened = first.open
     round_ = registry.by_session(bytes(opened.session_id))
     if not opened.HasField("admission"):
@@ -344,11 +341,11 @@ class _Session:
                         unmask=pb.SubmitResponse(accepted=accepted)))
                 return True
             elif part == "open":
-                raise _malformed("a session stream is opened once")
+                raise malformed("a session stream is opened once")
             elif part == "vector_data":
-                raise _malformed("vector data outside a masked vector")
+                raise malformed("vector data outside a masked vector")
             else:
-                raise _malformed("an empty session message")
+                raise malformed("an empty session message")
         except StateError:
             # A message sent again after a reconnect whose stage closed meanwhile may have got
             # in on the broken stream: the stage after it tells (as for a unary repeat). One
@@ -396,7 +393,7 @@ class _Session:
                 raise ProtocolViolation(Violation.WRONG_LENGTH, f"the stream ended after "
                                         f"{received} of the vector's {expected} bytes")
             if message.WhichOneof("part") != "vector_data":
-                raise _malformed("only vector data may follow a masked vector's first part")
+                raise malformed("only vector data may follow a masked vector's first part")
             data = message.vector_data
             if not 0 < len(data) <= min(CHUNK_BYTES, expected - received):
                 raise ProtocolViolation(Violation.WRONG_LENGTH, f"vector data holds 1.."
