@@ -107,8 +107,8 @@ def register(subparsers: Any) -> None:
     mint.add_argument("--request-id", default="", metavar="ID",
                       help="this mint's id (default: a random one, drawn here and printed if "
                            "the mint is not answered); the same command with the same id "
-                           "takes out the unused tokens its unanswered calls stored, and "
-                           "mints anew")
+                           "takes out the unused tokens its earlier calls stored, answered "
+                           "or not, and mints anew: give each new mint an id of its own")
     mint.add_argument("--out", required=True, metavar="PATH",
                       help="write the tokens here, one per line (mode 0600); not an existing "
                            "file, unless --force")
@@ -304,24 +304,6 @@ def unanswered_start(run_id: str, asked: str) -> str:
             "for a busy coordinator)")
 
 
-# gRPC's words for a call it never sent: no connection to the address could be made (refused,
-# unreachable, a TLS handshake refused) or its name did not resolve. A call that was sent and
-# lost its connection says otherwise ("Socket closed", "Connection reset").
-_NEVER_SENT = ("failed to connect to all addresses", "errors resolving",
-               "dns resolution failed")
-
-
-def never_sent(error: Any) -> bool:
-    """Whether a failed call (a grpc.RpcError) never reached the service: UNAVAILABLE with
-    ``_NEVER_SENT``'s words. Such a StartRun started nothing: before, it was told that the
-    run may have started, as a call that reached a busy coordinator is."""
-    import grpc
-
-    details = (error.details() or "").lower()
-    return error.code() is grpc.StatusCode.UNAVAILABLE and any(
-        words in details for words in _NEVER_SENT)
-
-
 def fleet_note(client: Any, config: RunConfig) -> str | None:
     """A note when fewer devices have enrolled than the run's min_devices, or None. (Before,
     such a run was stored as pending and each attempt's check-in aborted short of it, the
@@ -387,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
                 reply: Any = client.start_run(to_proto(config), run_id,
                                                  args.timeout or START_TIMEOUT_S)
             except grpc.RpcError as error:
-                if never_sent(error):
+                if serving.never_sent(error):
                     print(f"{said}: note: the call never reached {coordinator}, so no run "
                           "started", file=sys.stderr)
                 elif error.code() in serving.COMMAND_RETRIED:
@@ -434,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
                 tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label,
                                             mint_id)
             except grpc.RpcError as error:
-                if error.code() in serving.COMMAND_RETRIED and not never_sent(error):
+                if error.code() in serving.COMMAND_RETRIED and not serving.never_sent(error):
                     again = "the same command" + (
                         "" if args.request_id else f" with --request-id {mint_id}")
                     print(f"{said}: note: mint {mint_id} was not answered: tokens it stored, "

@@ -140,14 +140,22 @@ class AdminClient:
         return tokens
 
     def _mint_call(self, request: pb.MintEnrollmentTokensRequest) -> list[str]:
+        """One call of a mint, made again while unanswered. Its tries failing, the error
+        raised is the last of a try that may have reached the coordinator, if one may have
+        (not ``serving.never_sent``): the caller is told that tokens may be stored under the
+        request's id. Before, a try cut off past its deadline and then a coordinator no
+        longer listening raised the last, never sent, and the mint was said to store none."""
         backoff, tries = Backoff(0.5, 4.0), 1
+        reached: grpc.RpcError | None = None
         while True:
             try:
                 return list(self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
                                                            timeout=60).tokens)
             except grpc.RpcError as error:
+                if not serving.never_sent(error):
+                    reached = error
                 if error.code() not in _MINT_RETRIED or tries == MINT_TRIES:
-                    raise
+                    raise (reached or error) from None
             tries += 1
             time.sleep(backoff.pause())
 

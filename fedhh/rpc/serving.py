@@ -527,6 +527,21 @@ def open_channel(address: str, credentials: grpc.ChannelCredentials | None = Non
 # other answer is the service's, and final. (Before, each wait named the pair itself.)
 COMMAND_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
+# gRPC's words for a call it never sent: no connection to the address could be made (refused,
+# unreachable, a TLS handshake refused) or its name did not resolve. A call that was sent and
+# lost its connection says otherwise ("Socket closed", "Connection reset").
+_NEVER_SENT = ("failed to connect to all addresses", "errors resolving",
+               "dns resolution failed")
+
+
+def never_sent(error: Any) -> bool:
+    """Whether a failed call of a command (a grpc.RpcError) never reached the service:
+    UNAVAILABLE with ``_NEVER_SENT``'s words. Such a StartRun started nothing, and such a mint
+    stored nothing (``fedhh admin``)."""
+    details = (error.details() or "").lower()
+    return error.code() is grpc.StatusCode.UNAVAILABLE and any(
+        words in details for words in _NEVER_SENT)
+
 
 def command_channel(address: str, ca: str | os.PathLike[str] | None,
                     options: Sequence[tuple[str, Any]] = (), tls_name: str | None = None

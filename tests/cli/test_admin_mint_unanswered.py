@@ -115,6 +115,23 @@ def test_a_mint_that_reached_nobody_says_nothing_of_tokens_stored(
     assert "was not answered" not in capsys.readouterr().err
 
 
+def test_a_mint_cut_off_and_then_refused_a_connection_names_its_id(
+        monkeypatch: pytest.MonkeyPatch, token: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The first try reached the coordinator (past its deadline, the mint going on there), the
+    later ones found it no longer listening (restarted): tokens may be stored under the id.
+    Before, the last error alone was judged, never sent, and nothing was said."""
+    late = Failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+    refused = Failure(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last "
+                      "error: UNKNOWN: ipv4:127.0.0.1:7000: Connection refused")
+    stub = Stub(late, *[refused] * (admin_client.MINT_TRIES - 1))
+    with pytest.raises(SystemExit):
+        mint_tokens(monkeypatch, stub, token, tmp_path / "t", "--count", "4",
+                    "--request-id", "batch-7")
+    assert len(stub.requests) == admin_client.MINT_TRIES
+    assert "note: mint batch-7 was not answered" in capsys.readouterr().err
+
+
 def test_a_malformed_request_id_is_refused_before_any_call(
         monkeypatch: pytest.MonkeyPatch, token: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,3 +141,13 @@ def test_a_malformed_request_id_is_refused_before_any_call(
                     "--request-id", "a b")
     assert "a mint's id is 1 to 48 characters" in capsys.readouterr().err
     assert stub.requests == []
+
+
+def test_the_help_says_a_request_id_is_one_mints(capsys: pytest.CaptureFixture[str]) -> None:
+    """A repeat takes out every unused token its id minted, answered or not (the coordinator
+    cannot tell them apart): the help said "its unanswered calls", which invited reusing an id
+    for the next mint, whose first call took out the tokens handed out by the last."""
+    with pytest.raises(SystemExit):
+        main(["admin", "mint-tokens", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "answered or not" in help_text and "an id of its own" in help_text
