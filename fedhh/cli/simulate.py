@@ -56,10 +56,10 @@ from fedhh.codec import codes as cw
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.codec.shown import (
     columns,
+    cut_marks_note,
     fitted_rows,
     isolated,
     message_text,
-    partial_bytes,
     printable,
     printable_rows,
     rjust,
@@ -739,7 +739,7 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 print(note)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
-            note = open_note([text for text, _ in listed[2]])  # (as shown: cut to the column)
+            note = cut_marks_note([text for text, _ in listed[2]])  # (as shown: cut to the column)
             if note:
                 print(f"({note.removeprefix(', ')})")
         else:
@@ -975,7 +975,7 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     if widths:
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
               f"the code's width: it stands for every item starting with those bits"
-              f"{open_note([text for text, truncated in rows if truncated])}; {hint})")
+              f"{cut_marks_note([text for text, truncated in rows if truncated])}; {hint})")
 
 
 FALSE_POSITIVE = "false positive (held by no user)"  # (as `found_counts` counts them)
@@ -1031,32 +1031,6 @@ def add_starting_so(payload: dict[str, Any], result: SimulationResult, config: R
 # (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the
 # rounds table shows each round's):" ended the summary's section with nothing after it)
 TOP_ZERO = "(none listed at --top 0: --top N or --json lists them)"
-
-
-def open_note(cut: list[str]) -> str:
-    """What ``⟨+N bits⟩`` before a cut item's ``…`` means, for a list that shows one
-    (`fedhh.codec.codec.open_marker`), and ``⟨+0 bits⟩`` where one shows that; what the
-    ``\\xNN`` before them are where a row ends in some (``partial_bytes``: before, a row
-    ``https://a.example/\\xe2…`` was left unexplained, and its byte read as an escape of the
-    item's own); else nothing."""
-    said = []
-    inside = max(map(partial_bytes, cut), default=0)
-    if inside:
-        said.append("\\xNN before the " + ("⟨+N bits⟩ or " if any(
-            OPEN_MARK in item for item in cut) else "") + "… the first byte"
-            + ("s" if inside > 1 else "") + " of the next character as UTF-8 writes it (2 to 4 "
-            "bytes past ASCII), not enough to tell which; the row's bytes count them")
-    if any(OPEN_MARK in item for item in cut):
-        zero = ("; ⟨+0 bits⟩: it ends between two codewords where the codebook has a token "
-                "that could have run on across that point (55 after +1-5), and items so "
-                "written are not under it" if any(ZERO_MARK in item for item in cut) else "")
-        said.insert(0, "⟨+N bits⟩ before the … the bits it holds of the next character's "
-                    f"code, not enough to tell which character{zero}")
-    return "".join(f", {words}" for words in said)
-
-
-OPEN_MARK = "⟨+"  # (how fedhh.codec.codec.open_marker begins)
-ZERO_MARK = "⟨+0 bits⟩"  # (open_marker where a token could have run across the cut)
 
 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:

@@ -44,6 +44,7 @@ from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.codebook import BUILTIN_NAMES, codebook_from_spec
 from fedhh.codec.shown import (
     columns,
+    cut_marks_note,
     fitted_rows,
     ljust,
     page_isolated,
@@ -907,13 +908,13 @@ def _print_results(run: Any, results: Any, weight_one: Callable[[], bool] | None
         budget = completion_budget_note(stored, run.eps_local, causes, planner=True)
         if budget:
             print(budget)
-    widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
-                     if h.truncated})
+    every_hit = [*results.heavy_hitters, *results.cut_prefixes]
+    widths = sorted({h.bits for h in every_hit if h.truncated})
     if widths:
-        from fedhh.cli.simulate import open_note
-
+        # (the cut rows' marks alone: a whole item's own ⟨+ is none)
+        marks = cut_marks_note(text for (text, _), h in zip(fitted, every_hit, strict=True)
+                               if h.truncated)
         print(f"(an item ending in … is a prefix of {'/'.join(map(str, widths))} bits: it "
-              "stands for every item starting so"
-              f"{open_note([text for text, _ in [*rows, *cut_rows]])}"
+              f"stands for every item starting so{marks}"
               "; see --max-bits and --completion-rounds)")
     sys.stdout.flush()

@@ -156,12 +156,12 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-__all__ = ["columns", "cut_item", "cut_text", "fitted", "fitted_row", "fitted_rows", "isolated",
-           "ljust", "message_text", "page_isolated", "partial_bytes", "printable",
-           "printable_rows", "rjust"]
+__all__ = ["columns", "cut_item", "cut_marks_note", "cut_text", "fitted", "fitted_row",
+           "fitted_rows", "isolated", "ljust", "message_text", "page_isolated", "partial_bytes",
+           "printable", "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -554,6 +554,36 @@ def partial_bytes(text: str) -> int:
         return 0
     return sum(int(escape[2:], 16) >= 0x80
                for escape in _BYTE_ESCAPE.findall(text, _cut_tail(text)))
+
+
+def cut_marks_note(cut: Iterable[str]) -> str:
+    """What the marks of the cut rows ``cut`` (as shown) mean, for a list that shows one:
+    ``⟨+N bits⟩`` before a row's ``…`` (`fedhh.codec.codec.open_marker`), ``⟨+0 bits⟩`` where
+    one shows that, and the ``\\xNN`` before them where a row ends in some
+    (``partial_bytes``: before, a row ``https://a.example/\\xe2…`` was left unexplained, and
+    its byte read as an escape of the item's own); each said after ``, ``; else nothing.
+    The one wording of the consoles' lists (`fedhh simulate`, `fedhh up`) and the dashboard's
+    page."""
+    rows = list(cut)
+    said = []
+    opened = any(_OPEN_MARK in item for item in rows)
+    inside = max(map(partial_bytes, rows), default=0)
+    if opened:
+        zero = ("; ⟨+0 bits⟩: it ends between two codewords where the codebook has a token "
+                "that could have run on across that point (55 after +1-5), and items so "
+                "written are not under it" if any(_ZERO_MARK in item for item in rows) else "")
+        said.append("⟨+N bits⟩ before the … the bits it holds of the next character's "
+                    f"code, not enough to tell which character{zero}")
+    if inside:
+        said.append("\\xNN before the " + ("⟨+N bits⟩ or " if opened else "")
+                    + "… the first byte" + ("s" if inside > 1 else "") + " of the next "
+                    "character as UTF-8 writes it (2 to 4 bytes past ASCII), not enough to "
+                    "tell which; the row's bytes count them")
+    return "".join(f", {words}" for words in said)
+
+
+_OPEN_MARK = "⟨+"  # (how fedhh.codec.codec.open_marker begins)
+_ZERO_MARK = "⟨+0 bits⟩"  # (open_marker where a token could have run across the cut)
 
 
 def prefix_words(bits: int, known: int) -> str:

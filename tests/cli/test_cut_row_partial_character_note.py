@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedhh.cli.simulate import open_note
-from fedhh.codec.shown import cut_bytes, partial_bytes
+from fedhh.codec.shown import cut_bytes, cut_marks_note, partial_bytes
 
 BYTES = (", \\xNN before the … the first byte of the next character as UTF-8 writes it (2 to 4 "
          "bytes past ASCII), not enough to tell which; the row's bytes count them")
@@ -32,13 +31,33 @@ def test_the_bytes_of_a_character_a_row_stops_inside(shown: str, partial: int,
 
 
 def test_the_note_says_what_a_rows_last_bytes_are() -> None:
-    assert open_note(["https://a.example/\\xe2…"]) == BYTES
-    assert open_note(["東\\xe4\\xba⟨+3 bits⟩…", "ab…"]) == (
+    assert cut_marks_note(["https://a.example/\\xe2…"]) == BYTES
+    assert cut_marks_note(["東\\xe4\\xba⟨+3 bits⟩…", "ab…"]) == (
         ", ⟨+N bits⟩ before the … the bits it holds of the next character's code, not enough "
         "to tell which character, \\xNN before the ⟨+N bits⟩ or … the first bytes of the next "
         "character as UTF-8 writes it (2 to 4 bytes past ASCII), not enough to tell which; the "
         "row's bytes count them")
-    assert open_note(["ab⟨+2 bits⟩…"]) == (
+    assert cut_marks_note(["ab⟨+2 bits⟩…"]) == (
         ", ⟨+N bits⟩ before the … the bits it holds of the next character's code, not enough "
         "to tell which character")
-    assert open_note(["a\\\\xe2…", "ab…", "abc\\xe2", "ab\\x1b…"]) == ""
+    assert cut_marks_note(["a\\\\xe2…", "ab…", "abc\\xe2", "ab\\x1b…"]) == ""
+
+
+def test_fedhh_up_explains_the_cut_rows_marks_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fedhh up` reads the marks of its cut rows only: a whole item whose own text holds
+    ``⟨+3 bits⟩`` has no codeword cut inside it (before, its list's note said what
+    ``⟨+N bits⟩`` is for it, as for a cut row)."""
+    from types import SimpleNamespace
+
+    from fedhh.cli.up import _print_results
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    hitters = [pb.HeavyHitter(item="x⟨+3 bits⟩", estimate=50.0, round=1, ended=True),
+               pb.HeavyHitter(item="https://a.example/\\xe2…", estimate=40.0, round=2,
+                              truncated=True, bits=160)]
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=3.0,
+                          rounds_released=2, config=pb.RunConfig(rounds=2), rounds=[])
+    _print_results(run, SimpleNamespace(heavy_hitters=hitters, cut_prefixes=[]))
+    out = capsys.readouterr().out
+    assert "x⟨+3 bits⟩" in out
+    assert f"stands for every item starting so{BYTES}; see --max-bits" in out

@@ -151,8 +151,8 @@ def test_a_lone_codeword_a_token_could_run_across_shows_it(book: str) -> None:
 
 def test_the_consoles_note_says_what_the_zero_count_means() -> None:
     """``fedhh simulate`` and ``fedhh up`` explain ``⟨+0 bits⟩`` under a list that shows it."""
-    from fedhh.cli.simulate import open_note
+    from fedhh.codec.shown import cut_marks_note
 
-    assert "⟨+0 bits⟩: it ends between two codewords" in open_note(["+1-5⟨+0 bits⟩…"])
-    assert "⟨+0 bits⟩" not in open_note(["ab⟨+3 bits⟩…"])
-    assert open_note(["ab…"]) == ""
+    assert "⟨+0 bits⟩: it ends between two codewords" in cut_marks_note(["+1-5⟨+0 bits⟩…"])
+    assert "⟨+0 bits⟩" not in cut_marks_note(["ab⟨+3 bits⟩…"])
+    assert cut_marks_note(["ab…"]) == ""

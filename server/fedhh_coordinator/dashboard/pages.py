@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from fedhh.codec.shown import prefix_words, printable_rows
+from fedhh.codec.shown import cut_marks_note, prefix_words, printable_rows
 from fedhh_coordinator.dashboard.charts import spend_chart
 from fedhh_coordinator.dashboard.markup import Html, duration, esc, fmt, join, number, percent
 from fedhh_coordinator.dashboard.results import Hit
@@ -294,6 +294,12 @@ def _hits_and_cut(hits: Sequence[Hit], cut: Sequence[Hit]) -> Html:
                    'rounds could not complete: each stands for every item starting so, and is '
                    'not counted as a heavy hitter.</p>{cut}', hits=html,
                    cut=_hit_rows(cut, "cut prefixes", hits))
+    # (what a cut row's ⟨+N bits⟩ and \xNN are, in the consoles' words: before, the page
+    # explained neither, and a row's \xe2 read as an escape of the item's own)
+    marks = cut_marks_note(h.item for h in [*hits, *cut] if h.truncated)
+    if marks:
+        html = fmt('{html}<p class="note marks">In a cut row: {marks}.</p>', html=html,
+                   marks=marks.removeprefix(", "))
     return html
 
 
