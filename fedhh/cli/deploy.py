@@ -15,6 +15,7 @@ why, and what to write; each secret file missing or unreadable by the containers
 from __future__ import annotations
 
 import argparse
+import codecs
 import ipaddress
 import os
 import re
@@ -88,16 +89,26 @@ def read_env(path: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
     values: dict[str, tuple[str, int]] = {}
     problems = []
     data = path.read_bytes()
+    # (the mark dropped by hand: "utf-8-sig"'s error counted from after it, and named the
+    # line before where the bad byte stood on the first bytes of the second line)
+    mark = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data.decode("utf-8-sig")
+        text = data[mark:].decode("utf-8")
     except UnicodeDecodeError as error:
-        at = data[:error.start].count(b"\n") + 1
+        start = mark + error.start
+        at = data[:start].count(b"\n") + 1
         raise ConfigError(f"{path}:{at}: not UTF-8 text ({error.reason} at byte "
-                          f"{error.start}), which compose reads .env as: save it as UTF-8"
+                          f"{start}), which compose reads .env as: save it as UTF-8"
                           ) from None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
+            continue
+        if "\0" in line:
+            # (no variable can carry it: a secret folder's path holding one was a ValueError
+            # traceback at its stat)
+            problems.append(f"{path}:{number}: holds a NUL character, which no variable's "
+                            "value can: delete it")
             continue
         name, sep, value = line.removeprefix("export ").partition("=")
         name, value = name.strip(), value.strip()

@@ -231,3 +231,24 @@ def test_an_env_file_that_is_not_utf8_is_one_line(stack: Path,
     assert (code, out) == (2, "")
     assert err == (f"fedhh deploy check: error: {env}:2: not UTF-8 text (invalid continuation "
                    "byte at byte 50), which compose reads .env as: save it as UTF-8\n")
+
+
+def test_a_bad_byte_after_a_byte_order_mark_is_named_by_its_own_line(
+        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, the mark's three bytes were left out of the count: byte 4 on line 1."""
+    env = stack / ".env"
+    env.write_bytes(b"\xef\xbb\xbfA=1\n\xe9=2\n")
+    code, out, err = run_cli(["deploy", "check", "--dir", str(stack)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"fedhh deploy check: error: {env}:2: not UTF-8 text (invalid continuation "
+                   "byte at byte 7), which compose reads .env as: save it as UTF-8\n")
+
+
+def test_a_nul_in_a_line_is_named_by_its_line(stack: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, FEDHH_TLS_DIR holding a NUL was a ValueError traceback (the folder's stat)."""
+    env = stack / ".env"
+    at = edit(env, FEDHH_TLS_DIR="./tls\0x")["FEDHH_TLS_DIR"]
+    code, said, _ = check(stack, capsys)
+    assert (code, said) == (1, [f"{env}:{at}: holds a NUL character, which no variable's value "
+                                "can: delete it"])
