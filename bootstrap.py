@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -185,8 +186,10 @@ def newer_python() -> str | None:
 def old_python(argv: list[str]) -> str:
     """What to do on a Python older than 3.11: the command line that works where a newer one
     is on PATH (Ubuntu 22.04's python3 is 3.10, beside which python3.11 installs). Before, the
-    line named the version alone."""
-    command = " ".join(["bootstrap.py", *argv[:1]])
+    line named the version alone. The command keeps every argument given, quoted for a shell
+    (before, all but the first were dropped: `up --devices 50` was told `up`); shlex.quote,
+    not shlex.join, which Python 3.7 lacks."""
+    command = " ".join(map(shlex.quote, ["bootstrap.py", *argv]))
     newer = newer_python()
     how = (f"run `{newer} {command}` ({newer} is on PATH)" if newer else
            f"install Python 3.11 or newer (Debian and Ubuntu: apt-get install python3.11 "

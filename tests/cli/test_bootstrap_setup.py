@@ -129,10 +129,10 @@ def test_an_old_python_is_told_the_command_that_works(
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
     found = {"python3.12": "/usr/bin/python3.12"}
     monkeypatch.setattr(bootstrap.shutil, "which", found.get)
-    assert bootstrap.main(["up", "--dashboard"]) == 2
+    assert bootstrap.main(["up", "--dashboard", "--dataset", "my users.jsonl"]) == 2
     assert capsys.readouterr().err == (
         "fedhh needs Python >= 3.11, this is 3.10.12 (/usr/bin/python3): run `python3.12 "
-        "bootstrap.py up` (python3.12 is on PATH)\n")
+        "bootstrap.py up --dashboard --dataset 'my users.jsonl'` (python3.12 is on PATH)\n")
     found.clear()
     assert bootstrap.main(["test"]) == 2
     assert capsys.readouterr().err == (
