@@ -24,6 +24,13 @@ MINT_PER_CALL = 50_000
 # accounting in the call, 9 s for a 1,024-round run on a quiet 2-core machine and 28 s at
 # load 10 (before, 60 s, which a busier coordinator passed).
 START_TIMEOUT_S = 300.0
+# How long one of ``wait``'s GetRun calls asks to be held while the run does not change (the
+# coordinator answers at the change; it holds a call 60 s at most): a follower's cost is a
+# call per change, and one per WAIT_CALL_S while nothing changes.
+WAIT_CALL_S = 30.0
+# ``wait``'s pause between calls where a call cannot be held (the coordinator unreachable, or
+# one that answers at once, without a version)
+POLL_S = 0.5
 # The tries of one MintEnrollmentTokens call that was not answered (UNAVAILABLE, its
 # deadline), each the same request: its request id makes the coordinator take out what an
 # unanswered try stored, so tries mint once (``fedhh_coordinator.enrollment.mint``).
@@ -85,9 +92,12 @@ class AdminClient:
                                                      run_id=run_id or new_run_id()),
                                   metadata=self.metadata, timeout=timeout_s)
 
-    def run(self, run_id: str) -> pb.Run:
-        return self.stub.GetRun(pb.GetRunRequest(run_id=run_id), metadata=self.metadata,
-                                timeout=30)
+    def run(self, run_id: str, seen: str = "", wait_s: float = 0.0) -> pb.Run:
+        """The run; with ``seen`` (a ``Run.version``), once it changed from that version, or
+        after ``wait_s``."""
+        return self.stub.GetRun(pb.GetRunRequest(run_id=run_id, seen=seen,
+                                                 wait_ms=int(wait_s * 1000)),
+                                metadata=self.metadata, timeout=30 + wait_s)
 
     def runs(self) -> list[pb.Run]:
         return list(self.stub.ListRuns(pb.ListRunsRequest(), metadata=self.metadata,
@@ -161,19 +171,23 @@ class AdminClient:
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None,
              idle: bool = False) -> pb.Run:
-        """Poll the run until it is done, failed or cancelled; ``on_change(run)`` is called
+        """Follow the run until it is done, failed or cancelled; ``on_change(run)`` is called
         whenever a round attempt ends or the attempt in progress changes phase or stage.
         ``idle``: ``timeout_s`` counts from the last such change (a long run that goes on is
         waited for), else from the start.
 
-        A poll that finds the coordinator unreachable or too slow to answer within its own
-        deadline is made again (reading a run changes nothing): a busy coordinator is not a
-        lost run; only ``timeout_s`` ends the wait."""
+        Each call after the first is held at the coordinator until the run changes
+        (``WAIT_CALL_S`` at most); before, the run was asked for twice a second. A call that
+        finds the coordinator unreachable or too slow to answer within its own deadline is
+        made again (reading a run changes nothing): a busy coordinator is not a lost run; only
+        ``timeout_s`` ends the wait."""
         deadline = time.monotonic() + timeout_s
         seen: tuple[object, ...] = ()
+        version = ""
         while True:
             try:
-                run = self.run(run_id)
+                run = self.run(run_id, version,
+                               min(WAIT_CALL_S, max(deadline - time.monotonic(), 0.0)))
             except grpc.RpcError as error:
                 if error.code() not in serving.COMMAND_RETRIED:
                     raise
@@ -192,4 +206,6 @@ class AdminClient:
             if time.monotonic() > deadline:
                 raise StateError(f"run {run_id}: no progress in {timeout_s:.0f} s" if idle
                                  else f"run {run_id} not finished after {timeout_s:.0f} s")
-            time.sleep(0.5)
+            version = run.version if run is not None else version
+            if not version or run is None:
+                time.sleep(POLL_S)

@@ -233,10 +233,14 @@ class StartRunRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[RunConfig, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "seen", "wait_ms")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEEN_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    seen: str
+    wait_ms: int
+    def __init__(self, run_id: _Optional[str] = ..., seen: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ()
@@ -313,7 +317,7 @@ class Progress(_message.Message):
     def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., phase: _Optional[str] = ..., devices: _Optional[int] = ..., stage: _Optional[str] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "state", "config", "eps_local", "eps_spent", "rounds_released", "error", "rounds", "progress")
+    __slots__ = ("run_id", "state", "config", "eps_local", "eps_spent", "rounds_released", "error", "rounds", "progress", "version")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -323,6 +327,7 @@ class Run(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     state: str
     config: RunConfig
@@ -332,7 +337,8 @@ class Run(_message.Message):
     error: str
     rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
     progress: Progress
-    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+    version: str
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class HeavyHitter(_message.Message):
     __slots__ = ("item", "estimate", "round", "code", "code_bytes", "ended", "truncated", "note", "bits")

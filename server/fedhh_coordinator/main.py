@@ -359,7 +359,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
                                 RateLimiter(args.enroll_rate, args.enroll_burst), owners)
         shown_deny = ShownDenyLists()  # (GetResults' and the dashboard's, displayed once)
         fixed = FixedRuns()  # (GetRun's and the dashboard's, each run's loaded once)
-        admin = AdminService(store, runner, admin_token, budget, shown_deny, fixed)
+        admin = AdminService(store, runner, admin_token, budget, shown_deny, fixed,
+                             runner.changes)
         hub = SelectorHub(lobby, owners, checked.selector_token, key)
         credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                              "/fedhh.v1.AdminService/": admin.authenticate,

@@ -29,7 +29,7 @@ from fedhh_coordinator.db.interface import StoreCorrupt, StoreUnavailable
 from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, AGGREGATOR_POLL_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.plans import stored_cohort
-from fedhh_coordinator.progress import Progress
+from fedhh_coordinator.progress import Progress, RunChanges
 from fedhh_coordinator.runs import RunParts
 from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
 
@@ -82,6 +82,7 @@ class Runner:
         self.charge_patience_s = CHARGE_PATIENCE_S
         self.charge_retry_s = 0.25
         self.progress: dict[str, Progress] = {}  # of the running runs
+        self.changes = RunChanges()  # (what GetRun's long-poll waits on)
         # The last store outage's pauses (_await_store), which the next one within
         # STORE_RETRY_MAX_S goes on from
         self._outage_backoff: Backoff | None = None
@@ -106,6 +107,7 @@ class Runner:
         self.lobby.recheck()
         self._cancel_asked.set()
         self._cancel_asked = asyncio.Event()
+        self.changes.changed(run_id)
 
     async def serve(self) -> None:
         """Drive the active runs, oldest first. The database lost for a while (a PostgreSQL
@@ -175,6 +177,7 @@ class Runner:
             finally:
                 self.lobby.clear()
                 self.progress.pop(run_id, None)
+                self.changes.changed(run_id)  # (its state, or its progress gone)
 
     def _log_cancelled(self, run_id: str) -> None:
         """Say that a run ended cancelled: the round it stopped after and who asked. Before,
@@ -238,7 +241,8 @@ class Runner:
         run_id = parts.run_id
         admission = RunAdmission(self.store, self.budget, run_id, parts.config.eps_agg,
                                  parts.config.delta)
-        progress = self.progress.setdefault(run_id, Progress())
+        progress = self.progress.setdefault(
+            run_id, Progress(changed=lambda: self.changes.changed(run_id)))
         link = NetworkLink(parts.config, parts.ledger.round_epsilon, self.store, self.aggregator,
                            self.lobby, self.key, self.aggregator_address, admission, progress,
                            cancelled=lambda: run_id in self._cancelled)

@@ -45,6 +45,7 @@ from fedhh_coordinator.enrollment import (
     mint,
 )
 from fedhh_coordinator.keys import KeyOwners, check_round_keys
+from fedhh_coordinator.progress import RunChanges
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import (
     FixedRuns,
@@ -80,6 +81,10 @@ log = logging.getLogger(__name__)
 LISTED_CONFIGS = 4096
 MAX_WAIT_MS = 30 * 60_000
 RETRY_AFTER_MS = 1_000
+# A GetRun long-poll is held at most this long (``GetRunRequest.wait_ms``): it is answered at
+# the run's next change (``RunChanges``), so the bound only answers a follower of a run that
+# waits, which asks again.
+MAX_RUN_WAIT_MS = 60_000
 MAX_ATTESTATION_BYTES = 16 * 1024
 # The enrollments that may wait for the store at once (each in ``_ENROLLING``'s threads): one
 # more is refused RESOURCE_EXHAUSTED at once, and its device asks again later. The store wrote
@@ -255,11 +260,13 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
 class AdminService(pb_grpc.AdminServiceServicer):
     def __init__(self, store: Store, runner: Runner, admin_token: bytes,
                  budget: LifetimeBudget, deny: ShownDenyLists | None = None,
-                 fixed: FixedRuns | None = None) -> None:
+                 fixed: FixedRuns | None = None, changes: RunChanges | None = None) -> None:
         """``deny``: the deny lists displayed and ``fixed``: the runs' fixed parts kept, shared
-        with the dashboard's views."""
+        with the dashboard's views; ``changes``: the runner's, which GetRun's long-poll waits
+        on."""
         self.store = store
         self.runner = runner
+        self.changes = RunChanges() if changes is None else changes
         self.admin_token = admin_token
         self.budget = budget
         self.deny = ShownDenyLists() if deny is None else deny
@@ -391,6 +398,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)
+        if request.seen and request.wait_ms:
+            await self.changes.wait(request.run_id, request.seen,
+                                    min(request.wait_ms, MAX_RUN_WAIT_MS) / 1000)
         with self._said_if_storing(request.run_id):
             return await self._answer(request.run_id)
 
@@ -495,6 +505,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         state = self.store.run_state(run_id)
         if state == "pending":
             self.store.set_run_state(run_id, "cancelled", "cancelled by the operator")
+            self.changes.changed(run_id)
             log.info("run cancelled", extra={"run_id": run_id, "round": None, "by": by})
         elif state == "running":
             self.runner.cancel(run_id, by)
@@ -508,12 +519,16 @@ class AdminService(pb_grpc.AdminServiceServicer):
         (``_wire``), off the event loop; its progress read on it (the runner's, which the loop
         changes). Before, each call read the row whole and converted its config: ~0.85 s with
         1,000,000 deny items (``MAX_DENY_ITEMS``), and ``fedhh admin wait`` asks every few
-        seconds."""
+        seconds. Its version is read first: a change after it makes the next long-poll's
+        answer come at once, not at its bound."""
+        version = self.changes.version(run_id)
         progress = self.runner.progress_of(run_id)
         fixed = await self.fixed.get(self.store, run_id)
         if "wire" not in fixed.derived:
             await shared(self._wiring, run_id, self._wire, run_id, fixed)
-        return await off_loop(self._answered, run_id, fixed, progress)
+        answer = await off_loop(self._answered, run_id, fixed, progress)
+        answer.version = version
+        return answer
 
     def _wire(self, run_id: str, fixed: RunFixed) -> pb.RunConfig:
         """``fixed``'s config as GetRun answers it, made once (a figure the wire cannot carry

@@ -26,7 +26,7 @@ def _client(monkeypatch: pytest.MonkeyPatch, answers: Iterator[object]) -> Admin
     monkeypatch.setattr(admin_client.time, "sleep", lambda _s: None)
     client = AdminClient("127.0.0.1:1", b"token")  # never dialled: polls are replaced
 
-    def run(run_id: str) -> pb.Run:
+    def run(run_id: str, seen: str = "", wait_s: float = 0.0) -> pb.Run:
         answer = next(answers)
         if isinstance(answer, BaseException):
             raise answer
