@@ -973,9 +973,13 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     # items all fell below the cut, as the last rounds' do, said nothing of them before)
     widths = sorted({h["bits"] for h in hitters if h["truncated"]})
     if widths:
+        # (the truncated items' marks alone: a whole item cut to the column, its own text
+        # holding \xc3 or ⟨+, has none)
+        marks = cut_marks_note(text for (text, _), h in zip(rows, hitters[:top], strict=True)
+                               if h["truncated"])
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
-              f"the code's width: it stands for every item starting with those bits"
-              f"{cut_marks_note([text for text, truncated in rows if truncated])}; {hint})")
+              f"the code's width: it stands for every item starting with those bits{marks}; "
+              f"{hint})")
 
 
 FALSE_POSITIVE = "false positive (held by no user)"  # (as `found_counts` counts them)

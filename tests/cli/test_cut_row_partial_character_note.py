@@ -61,3 +61,23 @@ def test_fedhh_up_explains_the_cut_rows_marks_alone(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "x⟨+3 bits⟩" in out
     assert f"stands for every item starting so{BYTES}; see --max-bits" in out
+
+
+def test_fedhh_simulate_explains_the_truncated_items_marks_alone(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A whole item whose own text is escapes (``\\xc3\\xa9`` written out, as mis-decoded data
+    holds it), cut to the list's column right after one, shows ``\\\\xc3…``: no byte of a
+    character, and `fedhh simulate`'s note does not say it is (before, it read the column-cut
+    rows as truncated items)."""
+    from fedhh.cli.simulate import _hitters_table
+
+    whole = "caf" + "\\xc3\\xa9" * 40
+    hitters = [{"item": whole, "truncated": False, "ended": True, "estimate": 50.0, "round": 1},
+               {"item": "ab⟨+2 bits⟩…", "truncated": True, "bits": 18, "prefix_bytes": 2,
+                "estimate": 40.0, "round": 2}]
+    for width in range(20, 40):  # (some column lands right after an escape)
+        rows = [(whole[:width] + "…", True), ("ab⟨+2 bits⟩…", True)]
+        _hitters_table(hitters, 10, "HINT", rows=rows)
+        out = capsys.readouterr().out
+        assert ("starting with those bits, ⟨+N bits⟩ before the … the bits it holds of the next "
+                "character's code, not enough to tell which character; HINT)") in out, out
