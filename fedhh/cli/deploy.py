@@ -409,9 +409,13 @@ def run(args: argparse.Namespace) -> int:
     if not (folder / COMPOSE_FILE).is_file():
         raise ConfigError(f"--dir {folder} holds no {COMPOSE_FILE}: give the folder of the "
                           "compose file (the repository's deploy/)")
+    from fedhh.codec.shown import message_text
+
     found, read = problems(folder, os.environ)
     for line in found:
-        print(line)
+        # (a value's control or bidirectional characters escaped: before, a value holding
+        # ESC recoloured the terminal, and one holding U+202E reversed its line)
+        print(message_text(line))
     if found:
         print(f"fedhh deploy check: {len(found)} to fix (read {read}); then run this again",
               file=sys.stderr)

@@ -252,3 +252,18 @@ def test_a_nul_in_a_line_is_named_by_its_line(stack: Path,
     code, said, _ = check(stack, capsys)
     assert (code, said) == (1, [f"{env}:{at}: holds a NUL character, which no variable's value "
                                 "can: delete it"])
+
+
+def test_a_values_control_characters_are_shown_escaped(
+        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, the line quoting the value wrote its ESC to the terminal (recolouring what
+    follows) and its U+202E (reversing the line)."""
+    env = stack / ".env"
+    at = edit(env, FEDHH_LOG_LEVEL="\x1b[31mINFO", FEDHH_COORDINATOR_PORT="\u202e0007")
+    code, said, _ = check(stack, capsys)
+    assert code == 1
+    assert sorted(said) == sorted([
+        f"{env}:{at['FEDHH_LOG_LEVEL']}: FEDHH_LOG_LEVEL=\\x1b[31mINFO: `fedhh device` refuses "
+        "--log-level=\\x1b[31mINFO: one of DEBUG, INFO, WARNING, ERROR",
+        f"{env}:{at['FEDHH_COORDINATOR_PORT']}: FEDHH_COORDINATOR_PORT=\\u202e0007: a published "
+        "port is a whole number from 1 to 65535 (default 7000)"]), said
