@@ -106,6 +106,11 @@ class Recovered:
     # The attempt never left this process (NOTHING): no aggregator heard of it, no device was
     # given its task or charged for it (``RoundDriver.retry_unsent``).
     unsent: bool = False
+    # An unsent attempt that ``round`` tries again as it stands, not counted, whatever
+    # ``retry_unsent`` says: what stopped it was no crash a restart meets again but one the
+    # operator fixed before it (the aggregation service refusing the coordinator's control
+    # token, ``NetworkLink``).
+    retry: bool = False
 
 
 class AggregatorLink(Protocol):
@@ -351,7 +356,7 @@ class RoundDriver:
                     continue
                 state = await self._advance(attempt, query, state, released)
             elif recovered.verdict is Recovery.NOTHING and record.state is AttemptState.OPEN:
-                if recovered.unsent and self.retry_unsent:
+                if recovered.unsent and (self.retry_unsent or recovered.retry):
                     self._settle_unsent(self._unsent)  # (only the latest is tried again)
                     self._unsent = (record.round, record.attempt, reason)
                     continue

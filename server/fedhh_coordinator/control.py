@@ -218,6 +218,24 @@ class _ServiceControl(ABC):
         except (grpc.aio.AioRpcError, FedhhError) as error:
             raise self._failed(error, "CancelRound") from None
 
+    async def _opened(self, call: Awaitable[Any], name_of_call: str) -> None:
+        """A round's opening: a refused control token is ``ControlTokenRefused``, as at every
+        other call; any other failed call the service away (``AggregatorUnavailable``); the
+        service's refusal of the round (a ``FedhhError``) as the client raised it. Before,
+        UNAUTHENTICATED was the client's AuthenticationError, a refusal of the round that
+        aborted the attempt free, and PERMISSION_DENIED the service unreachable: the wrong
+        --control-token-file spent every attempt of the run instead of stopping the
+        coordinator."""
+        try:
+            await call
+        except (grpc.aio.AioRpcError, FedhhError) as error:
+            if status_code(error) in _TOKEN_REFUSALS:
+                raise self._failed(error, name_of_call) from None
+            if isinstance(error, grpc.aio.AioRpcError):
+                raise AggregatorUnavailable(f"{self.kind} unreachable ({error.code().name})"
+                                            ) from None
+            raise
+
     def _failed(self, error: grpc.aio.AioRpcError | FedhhError, name_of_call: str
                 ) -> AggregatorUnavailable | AggregatorRefused:
         """What a failed control call tells the link: the service away (``passing``), or
@@ -263,10 +281,7 @@ class _SingleControl(_ServiceControl):
     client: AggregatorControl
 
     async def open_round(self, signed: SignedConfig) -> None:
-        try:
-            await self.client.open_round(signed)
-        except grpc.aio.AioRpcError as error:
-            raise AggregatorUnavailable(f"aggregator unreachable ({error.code().name})") from None
+        await self._opened(self.client.open_round(signed), "OpenRound")
 
     async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
                              wait_s: float = 0.0) -> RoundOutcome:
@@ -280,10 +295,7 @@ class _CombinerControl(_ServiceControl):
 
     async def open_round(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                          ) -> None:
-        try:
-            await self.client.open_round(round_id, shards)
-        except grpc.aio.AioRpcError as error:
-            raise AggregatorUnavailable(f"combiner unreachable ({error.code().name})") from None
+        await self._opened(self.client.open_round(round_id, shards), "OpenShardedRound")
 
     async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
                              wait_s: float = 0.0) -> RoundOutcome:

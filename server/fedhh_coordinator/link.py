@@ -197,6 +197,9 @@ class NetworkLink:
             except AggregatorUnavailable as error:
                 raise RoundAborted(f"the {plan.kind} at {self._control_address()} stopped "
                                    f"answering before the round opened ({error})") from None
+            except ControlTokenRefused:
+                self._token_refused(attempt)
+                raise
             except FedhhError as error:
                 # (only a refused config can be its windows' doing: a busy service, one that
                 # holds its --max-rounds, says nothing of them)
@@ -228,6 +231,13 @@ class NetworkLink:
 
     async def recover(self, attempt: AttemptId) -> Recovered:
         annotation = self._annotation(attempt)
+        if annotation.get(TOKEN_REFUSED) and not annotation.get(OPENED):
+            # (the mark taken off: a retry that a crash stops is settled as any other)
+            self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                      {TOKEN_REFUSED: False})
+            return Recovered(Recovery.NOTHING, "the aggregation service refused the "
+                             "coordinator's control token before the round opened",
+                             unsent=True, retry=True)
         if "aggregator_round_id" not in annotation:
             return Recovered(Recovery.NOTHING, "the round never reached the aggregator",
                              unsent=True)
@@ -263,7 +273,9 @@ class NetworkLink:
         combiner, once one of its workers serves (step 0 of the module docstring). Before, a
         service that did not answer, or a combiner whose workers were all restarting, aborted
         the attempt at once, and a run's attempts were all spent within seconds. A service
-        that refuses the coordinator (its control token) is not waited for."""
+        that refuses the coordinator is not waited for: a refused control token stops the
+        coordinator (``ControlTokenRefused``, ``_token_refused``), any other refusal aborts
+        the attempt."""
         loop = asyncio.get_running_loop()
         backoff, waiting = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S), False
         where = self._control_address()
@@ -272,6 +284,9 @@ class NetworkLink:
                 workers = await self.aggregator.workers()
                 if workers is not None and not workers:
                     raise AggregatorUnavailable("the combiner has no serving worker")
+            except ControlTokenRefused:
+                self._token_refused(attempt)
+                raise
             except AggregatorRefused as error:
                 raise RoundAborted(f"the aggregation service at {where}: {error}") from None
             except AggregatorUnavailable as error:
@@ -377,6 +392,16 @@ class NetworkLink:
     def _windows(self) -> tuple[int, ...]:
         """The attempt's stage windows in ms, in ``WINDOW_FIELDS``' order."""
         return stretched(self.config.stage_windows(), self._stretch)
+
+    def _token_refused(self, attempt: AttemptId) -> None:
+        """Mark an attempt whose round the service never opened, its control token refused:
+        it stays open and the coordinator stops (``ControlTokenRefused``), and the next
+        process tries it again as it stands, not counted against max_attempts (``recover``).
+        Before, the refusal aborted the attempt free and the next was opened, refused alike:
+        the run failed once its attempts were spent, though the operator had only the token
+        file to fix."""
+        self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                  {TOKEN_REFUSED: True})
 
     def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
         row = next((r for r in self.store.rounds(attempt.run_id)
@@ -764,6 +789,8 @@ def _bounded(round_id: bytes) -> bytes:
 
 # The round summary's mark that the aggregation service accepted the attempt's round.
 OPENED = "service_opened"
+# The attempt's opening met a refused control token (``NetworkLink._token_refused``).
+TOKEN_REFUSED = "control_token_refused"
 
 
 def _verdict(outcome: AggregatorOutcome, opened: bool = False) -> Recovered:

@@ -115,7 +115,7 @@ class FakeCombiner:
     open_fails: int = 0
     silent_outcomes: int = 0  # outcome() calls (from any caller) that find it unreachable
     no_workers_for: int = 0  # workers() calls, after those of down_for, that list none
-    refuses: bool = False  # workers() refuses the coordinator (its control token)
+    refuses: bool = False  # workers() refuses the coordinator (not its control token)
     on_down: Callable[[], None] = lambda: None
     workers_asked: int = 0
     # Back without its journal (a new --state-dir, a lost volume): it knows no round, and
@@ -132,8 +132,8 @@ class FakeCombiner:
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         self.workers_asked += 1
         if self.refuses:
-            raise AggregatorRefused("the aggregation service refused the coordinator "
-                                    "(UNAUTHENTICATED: bad token)")
+            raise AggregatorRefused("the aggregation service refused DescribeWorkers "
+                                    "(INTERNAL: a bug); the service's log says why")
         if self.workers_asked <= self.down_for:
             self.on_down()
             raise AggregatorUnavailable("aggregation service unreachable (UNAVAILABLE)")
@@ -763,15 +763,16 @@ def test_a_combiner_whose_workers_all_restart_is_waited_for(tmp_path: Path) -> N
 
 
 def test_a_service_that_refuses_the_coordinator_is_not_waited_for(tmp_path: Path) -> None:
-    """A refusal (the control token) is no outage: each attempt aborts at once, as before,
-    the reason naming the address, and the run fails without waiting out the patience."""
+    """A refusal is no outage: each attempt aborts at once, as before, the reason naming the
+    address, and the run fails without waiting out the patience. (A refused control token
+    stops the coordinator instead: test_control_token_refused_before_opening.)"""
     def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
         combiner.refuses = True
 
     store, _, raised = outage(tmp_path, setup, patience_s=3600.0)
     assert isinstance(raised, FedhhError)
     assert "the aggregation service at control.example:7100: the aggregation service " \
-        "refused the coordinator (UNAUTHENTICATED" in str(raised)
+        "refused DescribeWorkers (INTERNAL" in str(raised)
     assert [state for _, state, _ in attempts(store, "run")] == ["aborted"] * 3
     assert spends(store, "run") == [] and store.device_spends(0.0) == {}
 

@@ -1,0 +1,175 @@
+"""An aggregation service that refuses the coordinator's control token before a round opens
+(the combiner's DescribeWorkers, a round's OpenRound or OpenShardedRound) stops the coordinator
+as a refusal once the round opened does: ``ControlTokenRefused``, the attempt left open and
+uncharged, and the next coordinator, started with the service's token, tries that attempt again
+as it stands, not counted against max_attempts. ``main.serve`` ends with exit status 1 and a
+critical log naming --control-token-file, the run still running. Before, each refusal aborted
+its attempt free (OpenRound's UNAUTHENTICATED read as a refusal of the round, its
+PERMISSION_DENIED as the service unreachable) and the next attempt was opened and refused alike:
+the run failed once its max_attempts were spent, though only the token file was wrong.
+
+The control client over a fake service (gRPC), the link over test_link_charging's fakes, and
+the coordinator's serve() against a combiner that refuses its token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from in_process_coordinator_kit import in_process
+from test_link_charging import (
+    DEVICES,
+    Coordinator,
+    FakeCombiner,
+    Fleet,
+    Plan,
+    attempts,
+    config,
+    every,
+    spends,
+)
+
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh.secagg.config import SignedConfig
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_coordinator import main as coordinator_main
+from fedhh_coordinator.aggregation import AggregatorUnavailable, ControlTokenRefused
+from fedhh_coordinator.control import GrpcAggregator
+from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.store import Store
+
+TOKEN_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+REFUSAL = ("the combiner refused DescribeWorkers (UNAUTHENTICATED: missing or invalid control "
+           "token); the coordinator's --control-token-file must hold the token the service "
+           "was started with")
+SIGNED = SignedConfig(b"config", b"signature")
+
+
+class Refusing(pb_grpc.AggregatorControlServicer, pb_grpc.CombinerControlServicer):
+    """A single aggregator and a combiner that fail every opening (and DescribeWorkers) with
+    ``code``."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    async def _refuse(self, request: Any, context: Any) -> Any:
+        await context.abort(self.code, "missing or invalid control token")
+
+    OpenRound = OpenShardedRound = DescribeWorkers = _refuse
+
+
+async def _serving(code: grpc.StatusCode) -> tuple[Any, int]:
+    server = serving.new_server()
+    fake = Refusing(code)
+    pb_grpc.add_AggregatorControlServicer_to_server(fake, server)
+    pb_grpc.add_CombinerControlServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port
+
+
+def opened(code: grpc.StatusCode, service: str) -> BaseException:
+    """What ``service``'s (single or combiner) open_round raised against a service failing it
+    with ``code``."""
+    async def go() -> BaseException:
+        server, port = await _serving(code)
+        aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, b"t" * 32)
+        try:
+            if service == "single":
+                await aggregator.single.open_round(SIGNED)
+            else:
+                await aggregator.combiner.open_round(b"r/1/1", [(SIGNED, 0)])
+        except Exception as error:
+            return error
+        finally:
+            await aggregator.close()
+            await server.stop(None)
+        raise AssertionError("the call succeeded")
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("service,call", [("single", "OpenRound"),
+                                          ("combiner", "OpenShardedRound")])
+@pytest.mark.parametrize("code", TOKEN_CODES)
+def test_a_refused_token_at_the_opening_is_control_token_refused(
+        code: grpc.StatusCode, service: str, call: str) -> None:
+    said = opened(code, service)
+    assert isinstance(said, ControlTokenRefused), repr(said)  # before: Authentication/Unavail
+    kind = "aggregator" if service == "single" else "combiner"
+    assert str(said) == (f"the {kind} refused {call} ({code.name}: missing or invalid control "
+                         f"token); the coordinator's --control-token-file must hold the token "
+                         f"the service was started with")
+
+
+@pytest.mark.parametrize("service", ["single", "combiner"])
+def test_other_failed_openings_read_as_before(service: str) -> None:
+    away = opened(grpc.StatusCode.UNAVAILABLE, service)
+    assert type(away) is AggregatorUnavailable and "unreachable (UNAVAILABLE)" in str(away)
+    assert type(opened(grpc.StatusCode.INVALID_ARGUMENT, service)) is ConfigError
+
+
+def _refuse_token(*_: Any) -> Any:
+    raise ControlTokenRefused(REFUSAL)
+
+
+@pytest.mark.parametrize("where", ["workers", "open_sharded"])
+def test_a_refused_token_before_the_round_opened_spends_no_attempt(
+        tmp_path: Path, where: str) -> None:
+    """Refused twice (two coordinators with the wrong token), then served: the run's one
+    allowed attempt (max_attempts 1) releases, never settled or counted in between."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    asyncio.run(create_run(store, config(max_attempts=1), "run"))
+
+    async def refused(wrong: FakeCombiner) -> None:
+        setattr(wrong, where, _refuse_token)
+        with pytest.raises(ControlTokenRefused, match="--control-token-file"):
+            await asyncio.wait_for(Coordinator(store, fleet, wrong).drive("run"), 60)
+
+    for _ in range(2):
+        wrong = FakeCombiner(Plan(every("released")), fleet.keys)
+        asyncio.run(refused(wrong))  # before: StateError, released nothing in 1 attempt
+        assert attempts(store, "run") == [(1, "open", 0)]
+        assert store.run("run").state == "running" and wrong.opened == []
+    right = FakeCombiner(Plan(every("released")), fleet.keys)
+    asyncio.run(asyncio.wait_for(Coordinator(store, fleet, right).drive("run"), 60))
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+
+
+def test_the_coordinator_refused_its_token_exits_1_with_the_run_as_it_was(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    asyncio.run(create_run(store, config(), "run"))
+    store.close()
+
+    async def go() -> int:
+        server, port = await _serving(grpc.StatusCode.UNAUTHENTICATED)
+        args, checked = in_process(tmp_path)
+        args.aggregator = f"127.0.0.1:{port}"
+        args.lifetime_eps, args.lifetime_delta = 1e9, 0.5  # (test_link_charging's run's)
+        try:
+            # (60 s only bounds a failure: before, the run failed and the coordinator served on)
+            return await asyncio.wait_for(coordinator_main.serve(args, checked), 60)
+        finally:
+            await server.stop(None)
+
+    with caplog.at_level(logging.CRITICAL):
+        assert asyncio.run(go()) == 1
+    stopped = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert [r.getMessage() for r in stopped] == [
+        "the aggregation service refuses the coordinator's control token, so no attempt can "
+        "be settled by its word: the coordinator stops, its runs and their open attempts left "
+        "as they are, uncharged, until it is started with the token the service holds"]
+    assert "--control-token-file" in stopped[0].error  # type: ignore[attr-defined]
+    store = Store(tmp_path / "c.sqlite")
+    assert store.run("run").state == "running"
+    assert attempts(store, "run") == [(1, "open", 0)] and spends(store, "run") == []
+    store.close()
