@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -393,14 +394,18 @@ class SpacedHeader:
             f"column{'' if self.columns == 2 else 's'}): {_COLUMNS_READ}")
 
     def warn(self, source: Path) -> None:
+        # (the output named after the file, quoted: before, `> items.txt` emptied a file of
+        # that name, the shell truncating it before sed read it, and a name with a space broke
+        # the command)
         import_warning(
             logger,
             "%s: line %d (%s) reads as a table's header, names separated by spaces, one of "
             "them a column of user ids; the text format reads it as one user holding those "
-            "words as items. If it is a header, delete that line (sed '%dd' %s > items.txt: "
+            "words as items. If it is a header, delete that line (sed '%dd' %s > %s: "
             "every line is one user); if the file is a table of user ids and items, write each "
             "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, "
-            "'JSON lines')", source.name, self.number, self.shown, self.number, source.name)
+            "'JSON lines')", source.name, self.number, self.shown, self.number,
+            shlex.quote(source.name), shlex.quote(f"without-header-{source.name}"))
 
 
 def spaced_header(line: str, number: int) -> SpacedHeader | None:

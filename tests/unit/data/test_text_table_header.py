@@ -6,6 +6,7 @@ or ``1`` and ``007``). A line of items that is no such header reads as before.""
 from __future__ import annotations
 
 import logging
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def test_spaced_names_read_as_items_are_said_with_how_to_skip_them(
     assert said == [
         "users.txt: line 1 ('user item') reads as a table's header, names separated by spaces, "
         "one of them a column of user ids; the text format reads it as one user holding those "
-        "words as items. If it is a header, delete that line (sed '1d' users.txt > items.txt: "
+        "words as items. If it is a header, delete that line (sed '1d' users.txt > "
+        "without-header-users.txt: "
         "every line is one user); if the file is a table of user ids and items, write each "
         "user's items as one JSON array a line, a .jsonl file (docs/datasets.md, 'JSON lines')"]
     assert dataset.stats["import_warnings"] == said
@@ -131,3 +133,22 @@ def test_words_that_are_no_spaced_header_warn_of_nothing(
     with caplog.at_level(logging.WARNING, logger="fedhh.data"):
         import_text(source, tmp_path / "ds")
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize("name", ["items.txt", "my items.txt"])
+def test_the_warnings_command_deletes_the_line_and_keeps_the_file(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str) -> None:
+    """The command the warning gives, run by a shell in the file's folder, writes the file
+    without its first line beside it, the file kept. Before, it wrote `> items.txt`, which
+    emptied a file of that name before sed read it, and left a name with a space unquoted."""
+    text = "user item\n1 apple\nthe cat sat\n"
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="fedhh.data"):
+        load_dataset(import_text(source, tmp_path / "ds"))
+    [said] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    command = said.split("(sed ", 1)[1].split(": every line", 1)[0]
+    subprocess.run(f"sed {command}", shell=True, cwd=tmp_path, check=True)
+    assert source.read_text(encoding="utf-8") == text
+    assert (tmp_path / f"without-header-{name}").read_text(encoding="utf-8") == (
+        "1 apple\nthe cat sat\n")
