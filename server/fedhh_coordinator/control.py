@@ -29,7 +29,7 @@ from fedhh.rpc.control_client import (
 )
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg import Stage
-from fedhh.secagg.config import SignedConfig
+from fedhh.secagg.config import RoundConfig, SignedConfig
 from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
     AggregatorRefused,
@@ -218,23 +218,37 @@ class _ServiceControl(ABC):
         except (grpc.aio.AioRpcError, FedhhError) as error:
             raise self._failed(error, "CancelRound") from None
 
-    async def _opened(self, call: Awaitable[Any], name_of_call: str) -> None:
+    async def _opened(self, call: Awaitable[Any], name_of_call: str,
+                      round_id: Callable[[], bytes]) -> None:
         """A round's opening: a refused control token is ``ControlTokenRefused``, as at every
         other call; any other failed call the service away (``AggregatorUnavailable``); the
         service's refusal of the round (a ``FedhhError``) as the client raised it. Before,
         UNAUTHENTICATED was the client's AuthenticationError, a refusal of the round that
         aborted the attempt free, and PERMISSION_DENIED the service unreachable: the wrong
         --control-token-file spent every attempt of the run instead of stopping the
-        coordinator."""
+        coordinator. An opening refused so is the token's only where the service refuses
+        it at the round's GetOutcome too (``_refuses_token``): UNAUTHENTICATED also answers a
+        config not signed by the key the service holds, a refusal of the round, as before."""
         try:
             await call
         except (grpc.aio.AioRpcError, FedhhError) as error:
-            if status_code(error) in _TOKEN_REFUSALS:
+            if status_code(error) in _TOKEN_REFUSALS and await self._refuses_token(round_id):
                 raise self._failed(error, name_of_call) from None
             if isinstance(error, grpc.aio.AioRpcError):
                 raise AggregatorUnavailable(f"{self.kind} unreachable ({error.code().name})"
                                             ) from None
             raise
+
+    async def _refuses_token(self, round_id: Callable[[], bytes]) -> bool:
+        """Whether the service refuses the coordinator's control token: a GetOutcome of the
+        round, which the service answers once the token passes (its check comes before the
+        request is read). A round id that cannot be read, or a call that fails otherwise,
+        tells nothing: no."""
+        try:
+            await self._round_outcome(round_id())
+        except (grpc.aio.AioRpcError, FedhhError) as error:
+            return status_code(error) in _TOKEN_REFUSALS
+        return False
 
     def _failed(self, error: grpc.aio.AioRpcError | FedhhError, name_of_call: str
                 ) -> AggregatorUnavailable | AggregatorRefused:
@@ -281,7 +295,8 @@ class _SingleControl(_ServiceControl):
     client: AggregatorControl
 
     async def open_round(self, signed: SignedConfig) -> None:
-        await self._opened(self.client.open_round(signed), "OpenRound")
+        await self._opened(self.client.open_round(signed), "OpenRound",
+                           lambda: RoundConfig.from_bytes(signed.payload).round_id)
 
     async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
                              wait_s: float = 0.0) -> RoundOutcome:
@@ -295,7 +310,8 @@ class _CombinerControl(_ServiceControl):
 
     async def open_round(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                          ) -> None:
-        await self._opened(self.client.open_round(round_id, shards), "OpenShardedRound")
+        await self._opened(self.client.open_round(round_id, shards), "OpenShardedRound",
+                           lambda: round_id)
 
     async def _round_outcome(self, round_id: bytes, seen: OutcomeView | None = None,
                              wait_s: float = 0.0) -> RoundOutcome:

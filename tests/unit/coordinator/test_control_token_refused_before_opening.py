@@ -34,9 +34,10 @@ from test_link_charging import (
     spends,
 )
 
-from fedhh.errors import ConfigError
+from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.rpc import serving
-from fedhh.secagg.config import SignedConfig
+from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines
+from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_coordinator import main as coordinator_main
 from fedhh_coordinator.aggregation import AggregatorUnavailable, ControlTokenRefused
@@ -48,25 +49,38 @@ TOKEN_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIE
 REFUSAL = ("the combiner refused DescribeWorkers (UNAUTHENTICATED: missing or invalid control "
            "token); the coordinator's --control-token-file must hold the token the service "
            "was started with")
-SIGNED = SignedConfig(b"config", b"signature")
+SIGNED = SignedConfig(RoundConfig(
+    round_id=b"r/1/1", num_devices=4, dimension=8, modulus_bits=16, n_min=3, k=3, t=2,
+    graph_seed=bytes(32), deadlines=StageDeadlines(*([1] * 5))).to_bytes(), b"signature")
+NOT_SIGNED = "the round config is not signed by the coordinator"
 
 
 class Refusing(pb_grpc.AggregatorControlServicer, pb_grpc.CombinerControlServicer):
-    """A single aggregator and a combiner that fail every opening (and DescribeWorkers) with
-    ``code``."""
+    """A single aggregator and a combiner that fail every opening with ``code`` and
+    ``details``, and DescribeWorkers and GetOutcome with ``code`` too unless ``token_ok``
+    (then GetOutcome knows no round)."""
 
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self.code = code
+    def __init__(self, code: grpc.StatusCode, details: str, token_ok: bool) -> None:
+        self.code, self.details, self.token_ok = code, details, token_ok
 
     async def _refuse(self, request: Any, context: Any) -> Any:
-        await context.abort(self.code, "missing or invalid control token")
+        await context.abort(self.code, self.details)
 
-    OpenRound = OpenShardedRound = DescribeWorkers = _refuse
+    OpenRound = OpenShardedRound = _refuse
+
+    async def DescribeWorkers(self, request: Any, context: Any) -> Any:
+        await context.abort(self.code, self.details)
+
+    async def GetOutcome(self, request: Any, context: Any) -> Any:
+        if not self.token_ok:
+            await context.abort(self.code, self.details)
+        return pb.GetOutcomeResponse(state=pb.OUTCOME_STATE_UNKNOWN)
 
 
-async def _serving(code: grpc.StatusCode) -> tuple[Any, int]:
+async def _serving(code: grpc.StatusCode, details: str = "missing or invalid control token",
+                   token_ok: bool = False) -> tuple[Any, int]:
     server = serving.new_server()
-    fake = Refusing(code)
+    fake = Refusing(code, details, token_ok)
     pb_grpc.add_AggregatorControlServicer_to_server(fake, server)
     pb_grpc.add_CombinerControlServicer_to_server(fake, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -74,11 +88,11 @@ async def _serving(code: grpc.StatusCode) -> tuple[Any, int]:
     return server, port
 
 
-def opened(code: grpc.StatusCode, service: str) -> BaseException:
+def opened(code: grpc.StatusCode, service: str, **refusing: Any) -> BaseException:
     """What ``service``'s (single or combiner) open_round raised against a service failing it
-    with ``code``."""
+    with ``code`` (``_serving``'s ``refusing``)."""
     async def go() -> BaseException:
-        server, port = await _serving(code)
+        server, port = await _serving(code, **refusing)
         aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, b"t" * 32)
         try:
             if service == "single":
@@ -113,6 +127,15 @@ def test_other_failed_openings_read_as_before(service: str) -> None:
     away = opened(grpc.StatusCode.UNAVAILABLE, service)
     assert type(away) is AggregatorUnavailable and "unreachable (UNAVAILABLE)" in str(away)
     assert type(opened(grpc.StatusCode.INVALID_ARGUMENT, service)) is ConfigError
+
+
+@pytest.mark.parametrize("service", ["single", "combiner"])
+def test_an_opening_refused_for_its_signature_is_the_rounds_refusal(service: str) -> None:
+    """UNAUTHENTICATED from a service that takes the token (its GetOutcome answers) is the
+    config's signature refused (a --signing-key the service does not hold): the round's
+    refusal, which aborts the attempt, as before, not a stop for the token."""
+    said = opened(grpc.StatusCode.UNAUTHENTICATED, service, details=NOT_SIGNED, token_ok=True)
+    assert type(said) is AuthenticationError and NOT_SIGNED in str(said)
 
 
 def _refuse_token(*_: Any) -> Any:
