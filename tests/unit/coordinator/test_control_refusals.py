@@ -13,17 +13,15 @@ from typing import Any
 
 import grpc
 import pytest
+from control_fake_kit import served
 
-from fedhh.rpc import serving
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_coordinator.aggregation import (
     AggregatorRefused,
     AggregatorUnavailable,
     ControlTokenRefused,
 )
-from fedhh_coordinator.control import GrpcAggregator
 
-TOKEN = b"t" * 32
 ROUND = b"r/1/1"
 AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.RESOURCE_EXHAUSTED)
@@ -52,24 +50,17 @@ def answered(code: grpc.StatusCode, call: str) -> BaseException | list[Any] | No
     fake = Combiner(code)
 
     async def go() -> BaseException | list[Any] | None:
-        server = serving.new_server()
-        pb_grpc.add_CombinerControlServicer_to_server(fake, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, TOKEN)
-        try:
-            if call == "workers":
-                return await aggregator.workers()
+        async with served(fake) as aggregator:
+            try:
+                if call == "workers":
+                    return await aggregator.workers()
 
-            async def on_release(release: Any) -> None:
-                raise AssertionError("nothing was released")
+                async def on_release(release: Any) -> None:
+                    raise AssertionError("nothing was released")
 
-            await aggregator.combiner.result(ROUND, 8, 5.0, on_release)
-        except Exception as error:
-            return error
-        finally:
-            await aggregator.close()
-            await server.stop(None)
+                await aggregator.combiner.result(ROUND, 8, 5.0, on_release)
+            except Exception as error:
+                return error
         raise AssertionError("the call succeeded")
 
     said = asyncio.run(go())

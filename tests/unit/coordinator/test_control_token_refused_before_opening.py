@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
+from control_fake_kit import listening, served
 from in_process_coordinator_kit import in_process
 from test_link_charging import (
     DEVICES,
@@ -35,13 +36,11 @@ from test_link_charging import (
 )
 
 from fedhh.errors import AuthenticationError, ConfigError
-from fedhh.rpc import serving
 from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_coordinator import main as coordinator_main
 from fedhh_coordinator.aggregation import AggregatorUnavailable, ControlTokenRefused
-from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 
@@ -60,7 +59,8 @@ class Refusing(pb_grpc.AggregatorControlServicer, pb_grpc.CombinerControlService
     ``details``, and DescribeWorkers and GetOutcome with ``code`` too unless ``token_ok``
     (then GetOutcome knows no round)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str, token_ok: bool) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str = "missing or invalid control token",
+                 token_ok: bool = False) -> None:
         self.code, self.details, self.token_ok = code, details, token_ok
 
     async def _refuse(self, request: Any, context: Any) -> Any:
@@ -77,33 +77,18 @@ class Refusing(pb_grpc.AggregatorControlServicer, pb_grpc.CombinerControlService
         return pb.GetOutcomeResponse(state=pb.OUTCOME_STATE_UNKNOWN)
 
 
-async def _serving(code: grpc.StatusCode, details: str = "missing or invalid control token",
-                   token_ok: bool = False) -> tuple[Any, int]:
-    server = serving.new_server()
-    fake = Refusing(code, details, token_ok)
-    pb_grpc.add_AggregatorControlServicer_to_server(fake, server)
-    pb_grpc.add_CombinerControlServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    return server, port
-
-
 def opened(code: grpc.StatusCode, service: str, **refusing: Any) -> BaseException:
     """What ``service``'s (single or combiner) open_round raised against a service failing it
-    with ``code`` (``_serving``'s ``refusing``)."""
+    with ``code`` (``Refusing``'s ``details``, ``token_ok``)."""
     async def go() -> BaseException:
-        server, port = await _serving(code, **refusing)
-        aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, b"t" * 32)
-        try:
-            if service == "single":
-                await aggregator.single.open_round(SIGNED)
-            else:
-                await aggregator.combiner.open_round(b"r/1/1", [(SIGNED, 0)])
-        except Exception as error:
-            return error
-        finally:
-            await aggregator.close()
-            await server.stop(None)
+        async with served(Refusing(code, **refusing), single=True) as aggregator:
+            try:
+                if service == "single":
+                    await aggregator.single.open_round(SIGNED)
+                else:
+                    await aggregator.combiner.open_round(b"r/1/1", [(SIGNED, 0)])
+            except Exception as error:
+                return error
         raise AssertionError("the call succeeded")
 
     return asyncio.run(go())
@@ -174,15 +159,12 @@ def test_the_coordinator_refused_its_token_exits_1_with_the_run_as_it_was(
     store.close()
 
     async def go() -> int:
-        server, port = await _serving(grpc.StatusCode.UNAUTHENTICATED)
-        args, checked = in_process(tmp_path)
-        args.aggregator = f"127.0.0.1:{port}"
-        args.lifetime_eps, args.lifetime_delta = 1e9, 0.5  # (test_link_charging's run's)
-        try:
+        async with listening(Refusing(grpc.StatusCode.UNAUTHENTICATED), single=True) as address:
+            args, checked = in_process(tmp_path)
+            args.aggregator = address
+            args.lifetime_eps, args.lifetime_delta = 1e9, 0.5  # (test_link_charging's run's)
             # (60 s only bounds a failure: before, the run failed and the coordinator served on)
             return await asyncio.wait_for(coordinator_main.serve(args, checked), 60)
-        finally:
-            await server.stop(None)
 
     with caplog.at_level(logging.CRITICAL):
         assert asyncio.run(go()) == 1

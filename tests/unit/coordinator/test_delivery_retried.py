@@ -12,15 +12,13 @@ from typing import Any
 
 import grpc
 import pytest
+from control_fake_kit import served
 
-from fedhh.rpc import serving
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_coordinator import control
 from fedhh_coordinator.aggregation import AggregatorRefused, AggregatorUnavailable
-from fedhh_coordinator.control import GrpcAggregator
 
-TOKEN = b"t" * 32
 ROUND = b"r/1/1"
 
 
@@ -56,16 +54,8 @@ class Combiner(pb_grpc.CombinerControlServicer):
 
 
 async def serve(fake: Combiner, go: Any) -> None:
-    server = serving.new_server()
-    pb_grpc.add_CombinerControlServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    aggregator = GrpcAggregator(f"127.0.0.1:{port}", None, TOKEN)
-    try:
+    async with served(fake) as aggregator:
         await go(aggregator.combiner)
-    finally:
-        await aggregator.close()
-        await server.stop(None)
 
 
 @pytest.fixture(autouse=True)
