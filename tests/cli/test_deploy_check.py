@@ -223,25 +223,20 @@ def test_every_variable_of_the_compose_file_is_checked_somewhere() -> None:
     assert all(re.fullmatch(r"--[a-z-]+", option) for _, option, _ in options)
 
 
-def test_an_env_file_that_is_not_utf8_is_one_line(stack: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("content,where", [
+    (b"FEDHH_LOG_LEVEL=INFO\nFEDHH_WEB_ORIGINS=https://caf\xe9.example\n", "2: not UTF-8 text "
+     "(invalid continuation byte at byte 50)"),
+    # (before, a byte-order mark's three bytes were left out of the count: byte 4 on line 1)
+    (b"\xef\xbb\xbfA=1\n\xe9=2\n", "2: not UTF-8 text (invalid continuation byte at byte 7)"),
+], ids=["plain", "after-a-byte-order-mark"])
+def test_an_env_file_that_is_not_utf8_is_one_line_naming_the_bad_byte(
+        stack: Path, capsys: pytest.CaptureFixture[str], content: bytes, where: str) -> None:
     env = stack / ".env"
-    env.write_bytes(b"FEDHH_LOG_LEVEL=INFO\nFEDHH_WEB_ORIGINS=https://caf\xe9.example\n")
+    env.write_bytes(content)
     code, out, err = run_cli(["deploy", "check", "--dir", str(stack)], capsys)
     assert (code, out) == (2, "")
-    assert err == (f"fedhh deploy check: error: {env}:2: not UTF-8 text (invalid continuation "
-                   "byte at byte 50), which compose reads .env as: save it as UTF-8\n")
-
-
-def test_a_bad_byte_after_a_byte_order_mark_is_named_by_its_own_line(
-        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before, the mark's three bytes were left out of the count: byte 4 on line 1."""
-    env = stack / ".env"
-    env.write_bytes(b"\xef\xbb\xbfA=1\n\xe9=2\n")
-    code, out, err = run_cli(["deploy", "check", "--dir", str(stack)], capsys)
-    assert (code, out) == (2, "")
-    assert err == (f"fedhh deploy check: error: {env}:2: not UTF-8 text (invalid continuation "
-                   "byte at byte 7), which compose reads .env as: save it as UTF-8\n")
+    assert err == (f"fedhh deploy check: error: {env}:{where}, which compose reads .env as: "
+                   "save it as UTF-8\n")
 
 
 def test_a_nul_in_a_line_is_named_by_its_line(stack: Path,
